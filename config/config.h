@@ -1,0 +1,70 @@
+/* config: the ini file, parsed once with inih into one immutable struct.
+ *
+ * Nothing here touches /proc or the database.  Every error names the file
+ * and line ("cpumond.conf:12: threshold: 1200 is out of range 1..1000").
+ */
+#ifndef CPUMOND_CONFIG_H
+#define CPUMOND_CONFIG_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define CONFIG_DEFAULT_PATH "/etc/cpumond/cpumond.conf"
+#define CONFIG_DEFAULT_DATABASE "/var/lib/cpumond/cpumond.db"
+
+/* One [watch NAME] section.  Unset selectors are 0 / NULL / false; every set
+ * selector must match for a process to belong to the watch. */
+struct watch_config {
+	char *name;             /* the text after "watch " in the section name */
+	int line;               /* line of the section header */
+	pid_t pid;              /* pid = N; 0 when unset */
+	char *pidfile;          /* pidfile = PATH: the pid is read each cycle */
+	char *comm;             /* comm = NAME: exact match of the 15-byte comm */
+	char *exe;              /* exe = PATH: exact match of /proc/PID/exe */
+	char *cmdline;          /* cmdline = REGEX, as written */
+	regex_t cmdline_re;     /* compiled REG_EXTENDED|REG_NOSUB; valid when cmdline */
+	char *user;             /* user = NAME or UID, as written */
+	uid_t uid;              /* resolved real uid; valid when user */
+	bool all;               /* all = yes */
+	int threshold;          /* permille of one core, 1..1000 */
+	int consecutive;        /* samples over threshold before an event, >= 1 */
+	uint64_t cooldown_ms;   /* at most one event per thread per cooldown */
+};
+
+struct config {
+	char *path;             /* the file it came from */
+	uint64_t interval_ms;   /* >= 100; default 3000 */
+	int threshold;          /* default 800 */
+	int consecutive;        /* default 1 */
+	uint64_t cooldown_ms;   /* default 60000 */
+	char *database;         /* default CONFIG_DEFAULT_DATABASE */
+	int max_frames;         /* 1..1024; default 64 */
+	struct watch_config *watches;
+	size_t nwatches;        /* >= 1 in a valid config */
+};
+
+/* Reads and validates PATH.  Each error is written to ERRORS as one line
+ * "PATH:LINE: KEY: cause" (LINE 0 for whole-file errors); all errors are
+ * reported, not only the first.  Returns 0 and fills *CFG, -EINVAL when the
+ * file has errors, or -errno when it cannot be read (also written to ERRORS).
+ * On failure *CFG is left zeroed. */
+int config_load(const char *path, struct config *cfg, FILE *errors);
+
+/* The same from TEXT in memory; NAME stands for the file in messages. */
+int config_parse_string(const char *text, const char *name, struct config *cfg, FILE *errors);
+
+/* Writes the effective configuration, defaults filled in, as an ini file that
+ * config_load accepts. */
+void config_print(const struct config *cfg, FILE *out);
+
+/* Frees what config_load allocated and zeroes *CFG; safe on a zeroed struct. */
+void config_free(struct config *cfg);
+
+/* "250ms", "3s", "3", "2min", "1h", "14d" (no suffix: seconds) to milliseconds.
+ * Returns 0, or -EINVAL for anything else (empty, negative, overflow, junk). */
+int config_parse_duration(const char *text, uint64_t *ms);
+
+#endif

@@ -1,0 +1,75 @@
+/* store: the SQLite log database.
+ *
+ * Schema versioned with PRAGMA user_version, WAL so that readers (tail,
+ * report) never block the writer, one transaction per sampling cycle, stacks
+ * stored once per stack hash.  The writer is the daemon; readers open the
+ * file read-only.  Functions return 0 or a negative errno-style value; the
+ * words of the last failure are in store_error().
+ */
+#ifndef CPUMOND_STORE_H
+#define CPUMOND_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "stackdump/stackdump.h"
+
+#define STORE_SCHEMA_VERSION 1
+
+struct store;
+
+/* One overload event.  Strings may be NULL (stored as NULL, read back as ""). */
+struct store_event {
+	int64_t id;              /* rowid; set by store_add_event and the readers */
+	int64_t time_us;         /* CLOCK_REALTIME, microseconds since the epoch */
+	const char *host;        /* gethostname() of the writer */
+	const char *watch;       /* the watch's name */
+	pid_t pid;
+	const char *comm;        /* process name */
+	const char *exe;         /* /proc/PID/exe, "" when unknown */
+	pid_t tid;
+	const char *thread;      /* thread name (its comm) */
+	int usage;               /* permille of one core over the last interval */
+	int threshold;           /* permille that applied */
+	int consecutive;         /* samples over threshold when the event fired */
+	int run_delay;           /* permille of the interval spent waiting on a run queue */
+	const char *error;       /* why the stack is missing or partial; NULL/"" if none */
+	struct stackdump_stack stack;  /* frames (may be 0), hash, stop_ns, truncated */
+};
+
+/* Opens PATH.  WRITABLE: creates the missing parent directory (0750) and the
+ * file (0640), enables WAL and creates or migrates the schema.  Read-only:
+ * the file must exist.  A database whose user_version is newer than
+ * STORE_SCHEMA_VERSION, or that is not a SQLite database, is refused and left
+ * untouched.  Returns 0 and *OUT, or a negative errno with the reason in ERR. */
+int store_open(const char *path, bool writable, struct store **out, char *err, size_t errlen);
+
+void store_close(struct store *st);
+
+/* The words of the last failure on ST ("" if none). */
+const char *store_error(const struct store *st);
+
+/* One transaction per cycle: store_begin, any number of store_add_event,
+ * store_commit.  store_add_event inserts the event, its exact frames, and the
+ * stack (or bumps its times_seen/last_seen) by ev->stack.hash; sets ev->id. */
+int store_begin(struct store *st);
+int store_add_event(struct store *st, struct store_event *ev);
+int store_commit(struct store *st);
+
+/* Called once per event, oldest first.  EV and everything it points to is
+ * valid only during the call.  A non-zero return stops the walk and is
+ * returned by the walker. */
+typedef int (*store_event_fn)(const struct store_event *ev, void *ctx);
+
+/* Calls FN for every event with id > AFTER_ID, in id order; *LAST_ID gets the
+ * id of the last event passed (unchanged when none). */
+int store_each_event_after(struct store *st, int64_t after_id, store_event_fn fn, void *ctx,
+                           int64_t *last_id);
+
+/* The id after which exactly the last N events follow (0 when there are
+ * fewer), for `tail -n N`. */
+int store_id_before_last(struct store *st, int n, int64_t *after_id);
+
+#endif
