@@ -4,6 +4,7 @@
 #   make deps       apt-get install the build and test dependencies (Debian 12)
 #   make run        deps, build, run the daemon on config/cpumond.conf
 #   make check      deps, build, run every test (SANITIZE=1: ASan+UBSan)
+#   make bench      deps, build, measure the sampling cost (bench/README.md)
 #   make install    copy files under $(DESTDIR)$(PREFIX)
 
 PREFIX     ?= /usr/local
@@ -38,7 +39,7 @@ endif
 # into one archive; the programs and each unit test link against it.
 LIB_SRC    := $(filter-out cpumond/main.c stackdump/main.c, \
                 $(wildcard config/*.c cpumond/*.c stackdump/*.c))
-LIB_OBJ    := $(LIB_SRC:%.c=$(B)/%.o)
+LIB_OBJ    := $(LIB_SRC:%.c=$(B)/obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TARGET_SRC := $(wildcard tests/targets/*.c)
@@ -49,20 +50,20 @@ DEB_DEPS   := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
 
 all: $(B)/cpumond $(B)/stackdump
 
-$(B)/%.o: %.c
+$(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(B)/libcpumond.a: $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
-$(B)/cpumond: $(B)/cpumond/main.o $(B)/libcpumond.a
+$(B)/cpumond: $(B)/obj/cpumond/main.o $(B)/libcpumond.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/stackdump: $(B)/stackdump/main.o $(B)/libcpumond.a
+$(B)/stackdump: $(B)/obj/stackdump/main.o $(B)/libcpumond.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(B)/tests/test_%: $(B)/tests/unit/test_%.o $(B)/libcpumond.a
+$(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(B)/libcpumond.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
@@ -71,6 +72,14 @@ $(B)/tests/test_%: $(B)/tests/unit/test_%.o $(B)/libcpumond.a
 $(B)/tests/%: tests/targets/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -fno-omit-frame-pointer -pthread $(WARN) -o $@ $< -lm
+
+$(B)/bench/%: bench/%.c $(B)/libcpumond.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: deps
+	$(MAKE) $(B)/bench/sampler_bench $(B)/tests/hotchain
+	B=$(B) bench/run.sh
 
 deps:
 	@missing=; for p in $(DEB_DEPS); do \
@@ -105,6 +114,6 @@ install: all
 clean:
 	rm -rf build build-sanitize
 
-.PHONY: all deps run check install clean
+.PHONY: all bench deps run check install clean
 .SECONDARY:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

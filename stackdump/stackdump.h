@@ -3,7 +3,13 @@
  * A small library with no knowledge of the configuration or the database,
  * and the engine of the standalone `stackdump TID` command.  The thread is
  * stopped with PTRACE_SEIZE + PTRACE_INTERRUPT (the other threads of its
- * process keep running) and always detached before stackdump_thread returns.
+ * process keep running) and detached before stackdump_thread returns --
+ * except a thread that does not stop within 100 ms: the kernel cannot take
+ * back an interrupt, so it stays traced and is detached by a later call
+ * (stackdump_poll, stackdump_thread, stackdump_forget, stackdump_free) as
+ * soon as it stops.  A ptrace tracer is a thread, not a process: use one
+ * struct stackdump from one thread only.  If the caller exits, the kernel
+ * detaches whatever it still traces.
  */
 #ifndef CPUMOND_STACKDUMP_H
 #define CPUMOND_STACKDUMP_H
@@ -46,32 +52,51 @@ struct stackdump *stackdump_new(void);
 void stackdump_free(struct stackdump *sd);
 
 /* Dumps thread TID of process PID: stops it, unwinds at most MAX_FRAMES
- * frames, detaches.  Returns 0 with a stack in *OUT, or a negative errno with
- * OUT->error saying why in words a user can act on (for example
- * "tid 4242 is already traced by pid 311 (gdb)" for -EPERM, "tid 4242 exited"
- * for -ESRCH).  OUT is always initialised and must be released with
- * stackdump_stack_free, also on failure. */
+ * (1..STACKDUMP_MAX_FRAMES) frames, detaches.  Returns 0 with a stack in
+ * *OUT, or a negative errno with OUT->error saying why in words a user can
+ * act on, for example:
+ *   -EPERM   "cannot attach to tid 4242: operation not permitted (TracerPid 311: gdb)"
+ *   -ESRCH   "tid 4242 exited", "tid 4242 exited during the dump"
+ *   -EAGAIN  "tid 4242 is in uninterruptible sleep (D)" (not interrupted)
+ *   -ETIMEDOUT  it did not stop within 100 ms (see stackdump_poll)
+ * A partial unwind still returns 0, with the frames found and OUT->error
+ * "unwind stopped after N frames: ...".  OUT is always initialised and must
+ * be released with stackdump_stack_free, also on failure. */
 int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
                      struct stackdump_stack *out);
 
 /* Forgets what is cached for process PID (call when it exits). */
 void stackdump_forget(struct stackdump *sd, pid_t pid);
 
+/* Detaches the threads that did not stop in time for an earlier dump and
+ * have stopped since (waitpid WNOHANG, never blocks), and drops the caches
+ * of processes that exited.  Call once per cycle of the main loop.  Returns
+ * how many threads are still waiting to stop. */
+int stackdump_poll(struct stackdump *sd);
+
 void stackdump_stack_free(struct stackdump_stack *st);
 
 /* 64-bit hash of the frames' (build-id, or module path when there is no
  * build-id; func_offset) pairs, so the same code path hashes the same at any
  * load address and whichever instruction of the function was caught.
- * Never returns 0 for nframes > 0. */
+ * Never returns 0 for nframes > 0.  The hashes are stored: the algorithm is
+ * fixed, FNV-1a 64 over, per frame, the key's bytes, a NUL byte and
+ * func_offset as 8 little-endian bytes; a result of 0 becomes 1. */
 uint64_t stackdump_hash(const struct stackdump_frame *frames, size_t nframes);
 
 /* Prints "#N symbol+0xoff (module)" or "#N module+0xoffset" lines, each
  * prefixed by INDENT; names are escaped (no control bytes reach OUT). */
 void stackdump_print(const struct stackdump_stack *st, const char *indent, FILE *out);
 
-/* Writes S to OUT with control bytes (< 0x20, 0x7f), bytes that are not
- * valid UTF-8 and the backslash written as \xNN (a backslash as \\), so a hostile name
- * cannot drive the terminal.  Used by every human-readable printer. */
+/* Writes S to OUT with control bytes (< 0x20, 0x7f, and the C1 controls
+ * U+0080..U+009F), bytes that are not valid UTF-8 and the backslash written
+ * as \xNN (a backslash as \\), so a hostile name cannot drive the terminal.
+ * Used by every human-readable printer. */
 void stackdump_put_escaped(const char *s, FILE *out);
+
+/* Length of the valid UTF-8 sequence at S (1..4), 0 when S does not start
+ * one (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+ * Reads no further than the terminating NUL. */
+int stackdump_utf8_len(const char *s);
 
 #endif

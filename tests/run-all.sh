@@ -1,20 +1,48 @@
 #!/bin/sh
-# Runs every test binary given as an argument (the cmocka unit tests), then
-# the integration tests, and ends with one summary line that CI reads:
-# "N passed, N failed".  Exit status 0 only when nothing failed.
+# Runs the cmocka unit tests given as arguments, then the integration tests,
+# and ends with the one summary line CI reads: "N passed, N failed".
+# Exit status 0 only when nothing failed.
 set -u
 B=${B:-build}
-passed=0 failed=0 failed_names=
+passed=0 failed=0 skipped=0 failed_names=
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# count LABEL: adds the "[  PASSED  ] N" / "[  FAILED  ] N" counts of $out.
+count() {
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-0}))
+}
+
 for t in "$@"; do
 	echo "== $t"
-	if "$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names="$failed_names $t"; fi
+	"$t" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count
+	if [ "$rc" -ne 0 ]; then
+		failed_names="$failed_names $(basename "$t")"
+		# A crash prints no FAILED line: count it.
+		grep -q '^\[  FAILED  \]' "$out" || failed=$((failed + 1))
+	fi
 done
+
 echo "== tests/integration/run.py"
-if python3 tests/integration/run.py --build "$B"; then
-	passed=$((passed + 1))
-else
-	failed=$((failed + 1)); failed_names="$failed_names integration"
+python3 tests/integration/run.py --build "$B" >"$out" 2>&1
+rc=$?
+cat "$out"
+last=$(tail -n 1 "$out")
+p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p')
+f=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p')
+s=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\3/p')
+passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+if [ "$rc" -ne 0 ]; then
+	failed_names="$failed_names integration"
+	[ -z "$f" ] && failed=$((failed + 1))
 fi
+
 [ -n "$failed_names" ] && echo "failed:$failed_names"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ] && [ -z "$failed_names" ]

@@ -1,0 +1,699 @@
+/* config: cpumond.conf read with inih into one struct config.
+ *
+ * inih splits "key = value" lines and strips inline comments; everything
+ * else is done here, because Debian's libinih (55) is built without
+ * INI_HANDLER_LINENO and returns only the line of its first error.  The
+ * reader callback given to ini_parse_stream counts lines, takes section
+ * headers and comments itself, and finds the lines inih rejected, so every
+ * error is reported with its own line.
+ */
+#include "config/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define DEFAULT_INTERVAL_MS 3000
+#define DEFAULT_THRESHOLD 800
+#define DEFAULT_CONSECUTIVE 1
+#define DEFAULT_COOLDOWN_MS 60000
+#define DEFAULT_MAX_FRAMES 64
+
+/* The upper bounds of the durations keep "now + interval" and "now +
+ * cooldown" far from overflow in the modules that add them to a clock. */
+#define INTERVAL_MIN_MS 100
+#define INTERVAL_MAX_MS UINT64_C(3600000)       /* 1h */
+#define COOLDOWN_MAX_MS UINT64_C(2592000000)    /* 30d */
+#define THRESHOLD_MAX 1000                      /* one full core */
+#define CONSECUTIVE_MAX 1000
+#define MAX_FRAMES_MAX 1024                     /* STACKDUMP_MAX_FRAMES */
+#define PID_MAX 4194304                         /* the kernel's PID_MAX_LIMIT */
+#define UID_MAX_VALID 4294967294LL              /* (uid_t)-1 is "no uid" */
+#define COMM_MAX 15                             /* TASK_COMM_LEN less the NUL */
+
+/* A watch's threshold and consecutive are 0, and its cooldown this, until
+ * the end of the file gives them the [cpumond] values, which may come after
+ * the watch. */
+#define COOLDOWN_UNSET UINT64_MAX
+
+enum key {
+	KEY_INTERVAL, KEY_THRESHOLD, KEY_CONSECUTIVE, KEY_COOLDOWN, KEY_DATABASE,
+	KEY_MAX_FRAMES, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
+	KEY_USER, KEY_ALL, NKEYS
+};
+#define FIRST_SELECTOR KEY_PID
+
+static const struct {
+	const char *name;
+	bool global;            /* allowed in [cpumond] */
+	bool watch;             /* allowed in [watch NAME] */
+} keys[NKEYS] = {
+	[KEY_INTERVAL] = { "interval", true, false },
+	[KEY_THRESHOLD] = { "threshold", true, true },
+	[KEY_CONSECUTIVE] = { "consecutive", true, true },
+	[KEY_COOLDOWN] = { "cooldown", true, true },
+	[KEY_DATABASE] = { "database", true, false },
+	[KEY_MAX_FRAMES] = { "max_frames", true, false },
+	[KEY_PID] = { "pid", false, true },
+	[KEY_PIDFILE] = { "pidfile", false, true },
+	[KEY_COMM] = { "comm", false, true },
+	[KEY_EXE] = { "exe", false, true },
+	[KEY_CMDLINE] = { "cmdline", false, true },
+	[KEY_USER] = { "user", false, true },
+	[KEY_ALL] = { "all", false, true },
+};
+
+/* Largest first: config_print writes the largest unit that is exact. */
+static const struct unit {
+	const char *suffix;
+	uint64_t ms;
+} units[] = {
+	{ "d", 86400000 }, { "h", 3600000 }, { "min", 60000 }, { "s", 1000 }, { "ms", 1 },
+};
+
+enum section { SECTION_NONE, SECTION_IGNORED, SECTION_GLOBAL, SECTION_WATCH };
+
+struct parser {
+	const char *name;       /* the file, in messages */
+	FILE *in;
+	FILE *errors;
+	struct config *cfg;
+	char *line;             /* getline's buffer */
+	size_t linesize;
+	const char *text;       /* the current line without indentation */
+	int lineno;
+	int nerrors;
+	int read_errno;         /* why reading stopped early, or 0 */
+	bool nomem;
+	bool pair_pending;      /* inih has a key line and has not called back */
+	enum section section;
+	int global_line;        /* line of [cpumond], 0 before it */
+	int seen[NKEYS];        /* line of each key in this section, 0 if absent */
+	bool bad_selector;      /* a selector of this watch had an error */
+};
+
+__attribute__((format(printf, 3, 4)))
+static void report(struct parser *p, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(p->errors, "%s:%d: ", p->name, line);
+	va_start(ap, fmt);
+	vfprintf(p->errors, fmt, ap);
+	va_end(ap);
+	fputc('\n', p->errors);
+	p->nerrors++;
+}
+
+/* strerror() and regerror() start with a capital; messages here do not. */
+static const char *lowercase_first(char *s)
+{
+	s[0] = (char)tolower((unsigned char)s[0]);
+	return s;
+}
+
+static const char *errno_text(int err, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", strerror(err));
+	return lowercase_first(buf);
+}
+
+static char *trim(char *s)
+{
+	size_t len;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	len = strlen(s);
+	while (len && isspace((unsigned char)s[len - 1]))
+		s[--len] = '\0';
+	return s;
+}
+
+int config_parse_duration(const char *text, uint64_t *ms)
+{
+	const char *end;
+	uint64_t n = 0, unit = 0;
+
+	for (end = text; *end >= '0' && *end <= '9'; end++) {
+		unsigned digit = (unsigned)(*end - '0');
+
+		if (n > (UINT64_MAX - digit) / 10)
+			return -EINVAL;
+		n = n * 10 + digit;
+	}
+	if (end == text)
+		return -EINVAL;
+	if (!*end)
+		unit = 1000;
+	for (size_t i = 0; i < ARRAY_SIZE(units) && !unit; i++)
+		if (strcmp(end, units[i].suffix) == 0)
+			unit = units[i].ms;
+	if (!unit || n > UINT64_MAX / unit)
+		return -EINVAL;
+	*ms = n * unit;
+	return 0;
+}
+
+/* 60000 is "1min", 1500 is "1500ms", 0 is "0ms". */
+static const char *format_duration(uint64_t ms, char *buf, size_t size)
+{
+	const struct unit *u = &units[ARRAY_SIZE(units) - 1];
+
+	for (size_t i = 0; ms && i < ARRAY_SIZE(units); i++) {
+		if (ms % units[i].ms == 0) {
+			u = &units[i];
+			break;
+		}
+	}
+	snprintf(buf, size, "%" PRIu64 "%s", ms / u->ms, u->suffix);
+	return buf;
+}
+
+static int get_int(struct parser *p, enum key key, const char *value,
+                   long long min, long long max, long long *out)
+{
+	char *end;
+	long long n;
+
+	errno = 0;
+	n = strtoll(value, &end, 10);
+	if (end == value || *end) {
+		report(p, p->lineno, "%s: \"%s\" is not a number", keys[key].name, value);
+		return -EINVAL;
+	}
+	if (errno == ERANGE || n < min || n > max) {
+		report(p, p->lineno, "%s: %s is out of range %lld..%lld", keys[key].name, value, min, max);
+		return -EINVAL;
+	}
+	*out = n;
+	return 0;
+}
+
+static int get_duration(struct parser *p, enum key key, const char *value,
+                        uint64_t min, uint64_t max, uint64_t *out)
+{
+	char lo[32], hi[32];
+	uint64_t ms;
+
+	if (config_parse_duration(value, &ms) < 0) {
+		report(p, p->lineno, "%s: \"%s\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d)",
+		       keys[key].name, value);
+		return -EINVAL;
+	}
+	if (ms < min || ms > max) {
+		report(p, p->lineno, "%s: %s is out of range %s..%s", keys[key].name, value,
+		       format_duration(min, lo, sizeof lo), format_duration(max, hi, sizeof hi));
+		return -EINVAL;
+	}
+	*out = ms;
+	return 0;
+}
+
+static int get_bool(struct parser *p, enum key key, const char *value, bool *out)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
+			*out = strcasecmp(value, yes[i]) == 0;
+			return 0;
+		}
+	}
+	report(p, p->lineno, "%s: \"%s\" is not a boolean (yes/no, true/false, on/off, 1/0)",
+	       keys[key].name, value);
+	return -EINVAL;
+}
+
+static int set_string(struct parser *p, char **dst, const char *value)
+{
+	*dst = strdup(value);
+	if (!*dst) {
+		p->nomem = true;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* threshold, consecutive and cooldown: the defaults in [cpumond], a watch's
+ * own values in [watch NAME]. */
+static int set_limit(struct parser *p, enum key key, const char *value,
+                     int *threshold, int *consecutive, uint64_t *cooldown_ms)
+{
+	long long n;
+
+	switch (key) {
+	case KEY_THRESHOLD:
+		if (get_int(p, key, value, 1, THRESHOLD_MAX, &n) < 0)
+			return -EINVAL;
+		*threshold = (int)n;
+		return 0;
+	case KEY_CONSECUTIVE:
+		if (get_int(p, key, value, 1, CONSECUTIVE_MAX, &n) < 0)
+			return -EINVAL;
+		*consecutive = (int)n;
+		return 0;
+	default:
+		return get_duration(p, key, value, 0, COOLDOWN_MAX_MS, cooldown_ms);
+	}
+}
+
+static int set_global(struct parser *p, enum key key, const char *value)
+{
+	struct config *c = p->cfg;
+	long long n;
+
+	switch (key) {
+	case KEY_INTERVAL:
+		return get_duration(p, key, value, INTERVAL_MIN_MS, INTERVAL_MAX_MS, &c->interval_ms);
+	case KEY_DATABASE:
+		return set_string(p, &c->database, value);
+	case KEY_MAX_FRAMES:
+		if (get_int(p, key, value, 1, MAX_FRAMES_MAX, &n) < 0)
+			return -EINVAL;
+		c->max_frames = (int)n;
+		return 0;
+	default:
+		return set_limit(p, key, value, &c->threshold, &c->consecutive, &c->cooldown_ms);
+	}
+}
+
+static int set_cmdline(struct parser *p, struct watch_config *w, const char *value)
+{
+	int rc = regcomp(&w->cmdline_re, value, REG_EXTENDED | REG_NOSUB);
+
+	if (rc) {
+		char msg[128];
+
+		regerror(rc, &w->cmdline_re, msg, sizeof msg);
+		report(p, p->lineno, "cmdline: invalid regex \"%s\": %s", value, lowercase_first(msg));
+		return -EINVAL;
+	}
+	if (set_string(p, &w->cmdline, value) < 0) {
+		regfree(&w->cmdline_re);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A number is a uid, as for chown(1), even when a user has that name. */
+static int set_user(struct parser *p, struct watch_config *w, const char *value)
+{
+	long long n;
+
+	if (strspn(value, "0123456789") == strlen(value)) {
+		if (get_int(p, KEY_USER, value, 0, UID_MAX_VALID, &n) < 0)
+			return -EINVAL;
+		w->uid = (uid_t)n;
+	} else {
+		struct passwd *pw = getpwnam(value);
+
+		if (!pw) {
+			report(p, p->lineno, "user: no user named \"%s\"", value);
+			return -EINVAL;
+		}
+		w->uid = pw->pw_uid;
+	}
+	return set_string(p, &w->user, value);
+}
+
+static int set_watch(struct parser *p, struct watch_config *w, enum key key, const char *value)
+{
+	long long n;
+
+	switch (key) {
+	case KEY_PID:
+		if (get_int(p, key, value, 1, PID_MAX, &n) < 0)
+			return -EINVAL;
+		w->pid = (pid_t)n;
+		return 0;
+	case KEY_PIDFILE:
+	case KEY_EXE:
+		if (value[0] != '/') {
+			report(p, p->lineno, "%s: %s is not an absolute path", keys[key].name, value);
+			return -EINVAL;
+		}
+		return set_string(p, key == KEY_EXE ? &w->exe : &w->pidfile, value);
+	case KEY_COMM:
+		if (strlen(value) > COMM_MAX) {
+			report(p, p->lineno, "comm: \"%s\" is longer than the kernel's 15 bytes "
+			       "(match the full name with cmdline)", value);
+			return -EINVAL;
+		}
+		return set_string(p, &w->comm, value);
+	case KEY_CMDLINE:
+		return set_cmdline(p, w, value);
+	case KEY_USER:
+		return set_user(p, w, value);
+	case KEY_ALL:
+		return get_bool(p, key, value, &w->all);
+	default:
+		return set_limit(p, key, value, &w->threshold, &w->consecutive, &w->cooldown_ms);
+	}
+}
+
+static enum key find_key(const char *name)
+{
+	enum key k;
+
+	for (k = 0; k < NKEYS; k++)
+		if (strcmp(keys[k].name, name) == 0)
+			break;
+	return k;
+}
+
+/* Errors are reported here rather than returned to inih, which would keep
+ * only the first. */
+static int handle_pair(void *user, const char *section, const char *name, const char *value)
+{
+	struct parser *p = user;
+	bool global = p->section == SECTION_GLOBAL;
+	enum key key = find_key(name);
+	int rc;
+
+	(void)section;  /* read_line keeps the section: see there */
+	if (!*name)
+		return 1;  /* "= value": read_line reports the line */
+	p->pair_pending = false;
+	if (p->section == SECTION_IGNORED)
+		return 1;  /* its header was reported */
+	if (p->section == SECTION_NONE)
+		report(p, p->lineno, "%s: outside any section (put it under [cpumond] or [watch NAME])", name);
+	else if (key == NKEYS && global)
+		report(p, p->lineno, "%s: unknown key (expected interval, threshold, consecutive, "
+		       "cooldown, database or max_frames)", name);
+	else if (key == NKEYS)
+		report(p, p->lineno, "%s: unknown key (expected pid, pidfile, comm, exe, cmdline, user, "
+		       "all, threshold, consecutive or cooldown)", name);
+	else if (global && !keys[key].global)
+		report(p, p->lineno, "%s: not a [cpumond] key (selectors go in [watch NAME])", name);
+	else if (!global && !keys[key].watch)
+		report(p, p->lineno, "%s: not a watch key (set it in [cpumond])", name);
+	else if (p->seen[key])
+		report(p, p->lineno, "%s: duplicate key (first at line %d)", name, p->seen[key]);
+	else {
+		p->seen[key] = p->lineno;
+		if (!*value) {
+			report(p, p->lineno, "%s: no value", name);
+			rc = -EINVAL;
+		} else if (global) {
+			rc = set_global(p, key, value);
+		} else {
+			rc = set_watch(p, &p->cfg->watches[p->cfg->nwatches - 1], key, value);
+		}
+		if (rc < 0 && key >= FIRST_SELECTOR)
+			p->bad_selector = true;
+	}
+	return 1;
+}
+
+/* A watch that names no process is an error, unless one of its selectors
+ * was, which says it better. */
+static void end_section(struct parser *p)
+{
+	const struct watch_config *w;
+
+	if (p->section != SECTION_WATCH)
+		return;
+	w = &p->cfg->watches[p->cfg->nwatches - 1];
+	if (!p->bad_selector && !w->pid && !w->pidfile && !w->comm && !w->exe &&
+	    !w->cmdline && !w->user && !w->all)
+		report(p, w->line, "[watch %s]: no selector (pid, pidfile, comm, exe, cmdline, "
+		       "user or all = yes)", w->name);
+}
+
+static int add_watch(struct parser *p, const char *name)
+{
+	struct config *c = p->cfg;
+	struct watch_config *watches;
+	char *copy = strdup(name);
+
+	watches = copy ? reallocarray(c->watches, c->nwatches + 1, sizeof *watches) : NULL;
+	if (!watches) {
+		free(copy);
+		p->nomem = true;
+		return -ENOMEM;
+	}
+	c->watches = watches;
+	c->watches[c->nwatches++] = (struct watch_config){
+		.name = copy,
+		.line = p->lineno,
+		.cooldown_ms = COOLDOWN_UNSET,
+	};
+	return 0;
+}
+
+static void open_watch(struct parser *p, const char *name)
+{
+	const struct config *c = p->cfg;
+
+	if (!*name) {
+		report(p, p->lineno, "[watch]: no name (write [watch NAME])");
+		return;
+	}
+	for (size_t i = 0; i < c->nwatches; i++) {
+		if (strcmp(c->watches[i].name, name) == 0) {
+			report(p, p->lineno, "[watch %s]: duplicate watch (first at line %d)",
+			       name, c->watches[i].line);
+			return;
+		}
+	}
+	if (add_watch(p, name) == 0)
+		p->section = SECTION_WATCH;
+}
+
+/* TEXT starts with '['.  The keys of a section whose header is wrong are
+ * ignored: the header error says it all. */
+static void read_section(struct parser *p, char *text)
+{
+	char *close = strchr(text, ']');
+	char *name, *rest;
+
+	end_section(p);
+	p->section = SECTION_IGNORED;
+	memset(p->seen, 0, sizeof p->seen);
+	p->bad_selector = false;
+	if (!close) {
+		report(p, p->lineno, "%s: no closing ']'", text);
+		return;
+	}
+	*close = '\0';
+	name = trim(text + 1);
+	rest = close + 1;
+	rest += strspn(rest, " \t");
+	if (*rest && *rest != ';')
+		report(p, p->lineno, "[%s]: text after ']' (start a comment with ';')", name);
+
+	if (strcmp(name, "cpumond") == 0) {
+		if (p->global_line) {
+			report(p, p->lineno, "[cpumond]: duplicate section (first at line %d)", p->global_line);
+			return;
+		}
+		p->global_line = p->lineno;
+		p->section = SECTION_GLOBAL;
+	} else if (strncmp(name, "watch", 5) == 0 && (!name[5] || isspace((unsigned char)name[5]))) {
+		open_watch(p, trim(name + 5));
+	} else {
+		report(p, p->lineno, "[%s]: unknown section (expected [cpumond] or [watch NAME])", name);
+	}
+}
+
+/* The ini_reader given to inih.  inih asks for one line per call and is done
+ * with it before the next call, so counting calls gives exact line numbers.
+ * Comments and section headers stop here and inih gets an empty line: inih
+ * calls no handler for a section without keys, and cuts section names to 49
+ * bytes.  Indentation is removed, so inih's multi-line values (an indented
+ * line continues the value above) never apply.  inih's buffer is NUM bytes
+ * (200 in Debian's build); a longer key line is an error here, where inih
+ * would silently read its tail as the next line. */
+static char *read_line(char *str, int num, void *stream)
+{
+	struct parser *p = stream;
+	char *text;
+	size_t len;
+
+	if (p->pair_pending)
+		report(p, p->lineno, "\"%s\": not a [section], key = value or ; comment", p->text);
+	p->pair_pending = false;
+	if (getline(&p->line, &p->linesize, p->in) < 0) {
+		if (ferror(p->in))
+			p->read_errno = errno;
+		return NULL;
+	}
+	p->lineno++;
+	text = p->line;
+	if (p->lineno == 1 && strncmp(text, "\xef\xbb\xbf", 3) == 0)
+		text += 3;  /* a UTF-8 byte order mark */
+	text = trim(text);
+	len = strlen(text);
+	p->text = text;
+	str[0] = '\0';
+	if (*text == '[') {
+		read_section(p, text);
+	} else if (*text && *text != ';' && *text != '#') {
+		if (len >= (size_t)num) {
+			report(p, p->lineno, "line too long (%zu bytes, at most %d)", len, num - 1);
+		} else {
+			memcpy(str, text, len + 1);
+			p->pair_pending = true;
+		}
+	}
+	return str;
+}
+
+/* Fills in what the file left out.  Returns nothing: failures are counted
+ * in P. */
+static void finish(struct parser *p)
+{
+	struct config *c = p->cfg;
+
+	for (size_t i = 0; i < c->nwatches; i++) {
+		struct watch_config *w = &c->watches[i];
+
+		if (!w->threshold)
+			w->threshold = c->threshold;
+		if (!w->consecutive)
+			w->consecutive = c->consecutive;
+		if (w->cooldown_ms == COOLDOWN_UNSET)
+			w->cooldown_ms = c->cooldown_ms;
+	}
+	if (!c->database)
+		set_string(p, &c->database, CONFIG_DEFAULT_DATABASE);
+	set_string(p, &c->path, p->name);
+}
+
+static int parse_stream(FILE *in, const char *name, struct config *cfg, FILE *errors)
+{
+	struct config c = {
+		.interval_ms = DEFAULT_INTERVAL_MS,
+		.threshold = DEFAULT_THRESHOLD,
+		.consecutive = DEFAULT_CONSECUTIVE,
+		.cooldown_ms = DEFAULT_COOLDOWN_MS,
+		.max_frames = DEFAULT_MAX_FRAMES,
+	};
+	struct parser p = { .name = name, .in = in, .errors = errors, .cfg = &c };
+	char buf[128];
+	int rc;
+
+	/* A positive return is the first line inih rejected, already reported
+	 * by read_line; -2 is inih failing to allocate its line buffer. */
+	if (ini_parse_stream(read_line, &p, handle_pair, &p) < 0)
+		p.nomem = true;
+	end_section(&p);
+	free(p.line);
+	finish(&p);
+	if (p.read_errno) {
+		rc = -p.read_errno;
+		report(&p, 0, "cannot read: %s", errno_text(p.read_errno, buf, sizeof buf));
+	} else if (p.nomem) {
+		rc = -ENOMEM;
+		report(&p, 0, "out of memory");
+	} else {
+		if (!c.nwatches)
+			report(&p, 0, "no [watch NAME] section: nothing to watch");
+		rc = p.nerrors ? -EINVAL : 0;
+	}
+	if (rc < 0)
+		config_free(&c);
+	*cfg = c;
+	return rc;
+}
+
+int config_load(const char *path, struct config *cfg, FILE *errors)
+{
+	FILE *in = fopen(path, "re");
+	char buf[128];
+	int rc;
+
+	if (!in) {
+		rc = -errno;
+		memset(cfg, 0, sizeof *cfg);
+		fprintf(errors, "%s:0: cannot open: %s\n", path, errno_text(-rc, buf, sizeof buf));
+		return rc;
+	}
+	rc = parse_stream(in, path, cfg, errors);
+	fclose(in);
+	return rc;
+}
+
+int config_parse_string(const char *text, const char *name, struct config *cfg, FILE *errors)
+{
+	/* fmemopen wants a writable buffer, even to read. */
+	char *copy = strdup(text);
+	FILE *in = copy ? fmemopen(copy, strlen(copy), "r") : NULL;
+	int rc;
+
+	if (!in) {
+		free(copy);
+		memset(cfg, 0, sizeof *cfg);
+		fprintf(errors, "%s:0: out of memory\n", name);
+		return -ENOMEM;
+	}
+	rc = parse_stream(in, name, cfg, errors);
+	fclose(in);
+	free(copy);
+	return rc;
+}
+
+void config_print(const struct config *cfg, FILE *out)
+{
+	char d[32];
+
+	fprintf(out, "[cpumond]\n");
+	fprintf(out, "interval = %s\n", format_duration(cfg->interval_ms, d, sizeof d));
+	fprintf(out, "threshold = %d\n", cfg->threshold);
+	fprintf(out, "consecutive = %d\n", cfg->consecutive);
+	fprintf(out, "cooldown = %s\n", format_duration(cfg->cooldown_ms, d, sizeof d));
+	fprintf(out, "database = %s\n", cfg->database);
+	fprintf(out, "max_frames = %d\n", cfg->max_frames);
+	for (size_t i = 0; i < cfg->nwatches; i++) {
+		const struct watch_config *w = &cfg->watches[i];
+
+		fprintf(out, "\n[watch %s]\n", w->name);
+		if (w->pid)
+			fprintf(out, "pid = %d\n", (int)w->pid);
+		if (w->pidfile)
+			fprintf(out, "pidfile = %s\n", w->pidfile);
+		if (w->comm)
+			fprintf(out, "comm = %s\n", w->comm);
+		if (w->exe)
+			fprintf(out, "exe = %s\n", w->exe);
+		if (w->cmdline)
+			fprintf(out, "cmdline = %s\n", w->cmdline);
+		if (w->user)
+			fprintf(out, "user = %s\n", w->user);
+		if (w->all)
+			fprintf(out, "all = yes\n");
+		fprintf(out, "threshold = %d\n", w->threshold);
+		fprintf(out, "consecutive = %d\n", w->consecutive);
+		fprintf(out, "cooldown = %s\n", format_duration(w->cooldown_ms, d, sizeof d));
+	}
+}
+
+void config_free(struct config *cfg)
+{
+	for (size_t i = 0; i < cfg->nwatches; i++) {
+		struct watch_config *w = &cfg->watches[i];
+
+		free(w->name);
+		free(w->pidfile);
+		free(w->comm);
+		free(w->exe);
+		if (w->cmdline)
+			regfree(&w->cmdline_re);
+		free(w->cmdline);
+		free(w->user);
+	}
+	free(cfg->watches);
+	free(cfg->path);
+	free(cfg->database);
+	memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,312 @@
+#include "cpumond/tail.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cpumond/log.h"
+#include "stackdump/stackdump.h"
+
+/* Between polls for new events while following. */
+#define TAIL_POLL_MS 200
+
+/* T_US (microseconds since the epoch) as local time, and its microseconds. */
+static bool local_time(int64_t t_us, struct tm *tm, long *usec)
+{
+	int64_t sec = t_us / 1000000, us = t_us % 1000000;
+	time_t t;
+
+	if (us < 0) {
+		us += 1000000;
+		sec--;
+	}
+	t = (time_t)sec;
+	*usec = (long)us;
+	return localtime_r(&t, tm) != NULL;
+}
+
+/* "2026-11-29 13:04:05 +0000" */
+static void put_time_human(int64_t t_us, FILE *out)
+{
+	char buf[64];
+	struct tm tm;
+	long usec;
+
+	if (!local_time(t_us, &tm, &usec) ||
+	    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %z", &tm) == 0)
+		snprintf(buf, sizeof buf, "@%" PRId64 " µs", t_us);
+	fputs(buf, out);
+}
+
+/* RFC 3339: "2026-11-29T13:04:05.123456+00:00" */
+static void put_time_rfc3339(int64_t t_us, FILE *out)
+{
+	char date[48], zone[16];
+	struct tm tm;
+	long usec;
+
+	if (!local_time(t_us, &tm, &usec) ||
+	    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm) == 0 ||
+	    strftime(zone, sizeof zone, "%z", &tm) != 5) {
+		fprintf(out, "@%" PRId64, t_us);
+		return;
+	}
+	/* %z is "+hhmm"; RFC 3339 wants "+hh:mm". */
+	fprintf(out, "%s.%06ld%.3s:%s", date, usec, zone, zone + 3);
+}
+
+/* "43 µs", or "12.3 ms" from 10 ms on. */
+static void put_duration(uint64_t ns, FILE *out)
+{
+	uint64_t us = (ns + 500) / 1000;
+
+	if (us < 10000)
+		fprintf(out, "%" PRIu64 " µs", us);
+	else
+		fprintf(out, "%" PRIu64 ".%" PRIu64 " ms", (us + 50) / 1000, (us + 50) % 1000 / 100);
+}
+
+/* The event's reason for a missing or partial stack, "" if none.  The store
+ * fills both; an event straight from stackdump may have only the stack's. */
+static const char *event_error(const struct store_event *ev)
+{
+	return ev->error && ev->error[0] ? ev->error : ev->stack.error;
+}
+
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+void tail_format_human(const struct store_event *ev, FILE *out)
+{
+	const char *error = event_error(ev);
+
+	put_time_human(ev->time_us, out);
+	fputs("  ", out);
+	stackdump_put_escaped(or_empty(ev->comm), out);
+	fprintf(out, "[%d] thread \"", (int)ev->pid);
+	stackdump_put_escaped(or_empty(ev->thread), out);
+	fprintf(out, "\"/%d  usage %d‰ %s %d‰ (%d sample%s over)", (int)ev->tid, ev->usage,
+	        ev->usage > ev->threshold ? ">" : "≤", ev->threshold, ev->consecutive,
+	        ev->consecutive == 1 ? "" : "s");
+	if (ev->stack.stop_ns > 0) {
+		fputs("  stopped ", out);
+		put_duration(ev->stack.stop_ns, out);
+	}
+	if (ev->run_delay > 0)
+		fprintf(out, "  run delay %d‰", ev->run_delay);
+	fputs("  [watch ", out);
+	stackdump_put_escaped(or_empty(ev->watch), out);
+	fputs("]\n", out);
+
+	if (error[0]) {
+		fputs(ev->stack.nframes > 0 ? "  partial stack: " : "  no stack: ", out);
+		stackdump_put_escaped(error, out);
+		fputc('\n', out);
+	}
+	/* It says itself when the stack is truncated. */
+	if (ev->stack.nframes > 0)
+		stackdump_print(&ev->stack, "    ", out);
+}
+
+/* S as a JSON string.  Names come from the watched processes and are bytes,
+ * not text: a byte that is not part of valid UTF-8 is written as the code
+ * point of the same number (\u00ff for 0xff), so the line stays valid JSON
+ * and valid UTF-8 whatever the name holds.  NULL is written as "". */
+static void put_json_string(const char *s, FILE *out)
+{
+	const unsigned char *p = (const unsigned char *)or_empty(s);
+
+	fputc('"', out);
+	while (*p) {
+		size_t n = (size_t)stackdump_utf8_len((const char *)p);
+
+		if (n == 0 || *p < 0x20 || *p == 0x7f) {
+			fprintf(out, "\\u%04x", *p);
+			n = 1;
+		} else if (*p == '"' || *p == '\\') {
+			fputc('\\', out);
+			fputc(*p, out);
+		} else {
+			fwrite(p, 1, n, out);
+		}
+		p += n;
+	}
+	fputc('"', out);
+}
+
+/* NULL and "" as null. */
+static void put_json_string_or_null(const char *s, FILE *out)
+{
+	if (s && s[0])
+		put_json_string(s, out);
+	else
+		fputs("null", out);
+}
+
+static void put_json_frame(const struct stackdump_frame *f, FILE *out)
+{
+	fprintf(out, "{\"ip\":\"0x%" PRIx64 "\",\"module\":", f->ip);
+	put_json_string(f->module, out);
+	fputs(",\"build_id\":", out);
+	put_json_string(f->build_id, out);
+	fprintf(out, ",\"offset\":%" PRIu64 ",\"func_offset\":%" PRIu64 ",\"symbol\":", f->offset,
+	        f->func_offset);
+	if (f->symbol) {
+		put_json_string(f->symbol, out);
+		fprintf(out, ",\"symbol_offset\":%" PRIu64 "}", f->symbol_offset);
+	} else {
+		fputs("null,\"symbol_offset\":null}", out);
+	}
+}
+
+void tail_format_json(const struct store_event *ev, FILE *out)
+{
+	const struct stackdump_stack *sk = &ev->stack;
+
+	fprintf(out, "{\"id\":%" PRId64 ",\"time\":\"", ev->id);
+	put_time_rfc3339(ev->time_us, out);
+	fputs("\",\"host\":", out);
+	put_json_string(ev->host, out);
+	fputs(",\"watch\":", out);
+	put_json_string(ev->watch, out);
+	fprintf(out, ",\"pid\":%d,\"comm\":", (int)ev->pid);
+	put_json_string(ev->comm, out);
+	fputs(",\"exe\":", out);
+	put_json_string(ev->exe, out);
+	fprintf(out, ",\"tid\":%d,\"thread\":", (int)ev->tid);
+	put_json_string(ev->thread, out);
+	fprintf(out, ",\"usage\":%d,\"threshold\":%d,\"consecutive\":%d,\"run_delay\":%d"
+	        ",\"freeze_us\":%" PRIu64 ",\"stack_hash\":",
+	        ev->usage, ev->threshold, ev->consecutive, ev->run_delay,
+	        (sk->stop_ns + 500) / 1000);
+	if (sk->nframes > 0)
+		fprintf(out, "\"%016" PRIx64 "\"", sk->hash);
+	else
+		fputs("null", out);
+	fprintf(out, ",\"truncated\":%s,\"error\":", sk->truncated ? "true" : "false");
+	put_json_string_or_null(event_error(ev), out);
+	fputs(",\"stack\":[", out);
+	for (size_t i = 0; i < sk->nframes; i++) {
+		if (i > 0)
+			fputc(',', out);
+		put_json_frame(&sk->frames[i], out);
+	}
+	fputs("]}\n", out);
+}
+
+struct tail_ctx {
+	bool json;
+	FILE *out;
+};
+
+static int print_event(const struct store_event *ev, void *arg)
+{
+	const struct tail_ctx *ctx = arg;
+
+	if (ctx->json)
+		tail_format_json(ev, ctx->out);
+	else
+		tail_format_human(ev, ctx->out);
+	/* Stops the walk; tail_run reports the write error. */
+	return ferror(ctx->out) ? 1 : 0;
+}
+
+/* Flushes OUT after a batch; 0 or a negative errno, reported. */
+static int flush_output(FILE *out)
+{
+	int e = 0;
+
+	errno = 0;
+	if (fflush(out) == EOF || ferror(out))
+		e = errno ? -errno : -EIO;
+	if (e < 0)
+		log_errno(LOG_ERR, -e, "cannot write the output");
+	return e;
+}
+
+/* Sleeps one poll interval; true when *STOP is set before or after.  A signal
+ * that sets *STOP also cuts the sleep short (EINTR). */
+static bool poll_wait(volatile const int *stop)
+{
+	struct timespec ts = { 0, TAIL_POLL_MS * 1000000L };
+
+	if (*stop)
+		return true;
+	nanosleep(&ts, NULL);
+	return *stop != 0;
+}
+
+/* The file at PATH is no longer OPENED, the one being read (moved away and
+ * created anew).  A missing file keeps the old one: it may come back. */
+static bool replaced(const char *path, const struct stat *opened)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) < 0)
+		return false;
+	return sb.st_dev != opened->st_dev || sb.st_ino != opened->st_ino;
+}
+
+int tail_run(const struct tail_options *opt, volatile const int *stop)
+{
+	struct tail_ctx ctx = { .json = opt->json, .out = stdout };
+	struct store *st = NULL;
+	struct stat opened = { 0 };
+	bool said_waiting = false, first = true;
+	int64_t after = 0;
+	char err[512];
+	int e;
+
+	tzset();
+	for (;;) {
+		if (!st) {
+			e = store_open(opt->database, false, &st, err, sizeof err);
+			if (e < 0) {
+				if (!opt->follow || (e != -ENOENT && e != -EAGAIN)) {
+					log_msg(LOG_ERR, "%s", err);
+					return e;
+				}
+				if (!said_waiting)
+					log_msg(LOG_NOTICE, "%s, waiting for it", err);
+				said_waiting = true;
+			} else {
+				if (stat(opt->database, &opened) < 0)
+					memset(&opened, 0, sizeof opened);
+				after = 0;      /* a new file: all of it is new */
+				if (first && (e = store_id_before_last(st, opt->lines, &after)) < 0) {
+					log_msg(LOG_ERR, "%s", store_error(st));
+					store_close(st);
+					return e;
+				}
+				first = false;
+			}
+		}
+		if (st) {
+			/* The walk reads in short transactions of its own;
+			 * none stays open between polls. */
+			e = store_each_event_after(st, after, print_event, &ctx, &after);
+			if ((e == 1 || e == 0) && (e = flush_output(stdout)) < 0)
+				break;
+			if (e < 0 && (!opt->follow || e != -EBUSY)) {
+				log_msg(LOG_ERR, "%s", store_error(st));
+				break;
+			}
+		}
+		e = 0;
+		if (!opt->follow || poll_wait(stop))
+			break;
+		if (st && replaced(opt->database, &opened)) {
+			log_msg(LOG_NOTICE, "database %s was replaced, following the new file",
+			        opt->database);
+			store_close(st);
+			st = NULL;
+		}
+	}
+	store_close(st);
+	return e;
+}

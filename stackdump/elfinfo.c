@@ -1,0 +1,476 @@
+/* elfinfo: a small ELF64 reader with a bounds check on every offset.
+ * See elfinfo.h. */
+#include "stackdump/elfinfo.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Where the image comes from: a file read with pread, or memory. */
+struct src {
+	int fd;
+	const unsigned char *mem;
+	uint64_t size;
+};
+
+/* Copies LEN bytes at OFF into BUF; -ENOEXEC when [OFF, OFF+LEN) is not
+ * inside the image (the ELF file lied about an offset or a size). */
+static int src_read(const struct src *s, uint64_t off, void *buf, uint64_t len)
+{
+	if (off > s->size || len > s->size - off)
+		return -ENOEXEC;
+	if (s->mem) {
+		memcpy(buf, s->mem + off, len);
+		return 0;
+	}
+	unsigned char *p = buf;
+	while (len > 0) {
+		ssize_t n = pread(s->fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENOEXEC;   /* the file shrank under us */
+		p += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Reads LEN bytes at OFF into a new buffer with one extra NUL byte after them,
+ * so that strings inside can never run off its end. */
+static int src_read_alloc(const struct src *s, uint64_t off, uint64_t len, char **out)
+{
+	*out = NULL;
+	if (off > s->size || len > s->size - off)
+		return -ENOEXEC;
+	char *buf = malloc(len + 1);
+	if (!buf)
+		return -ENOMEM;
+	int r = src_read(s, off, buf, len);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	return 0;
+}
+
+static void hex(const unsigned char *b, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* Looks for the NT_GNU_BUILD_ID note in LEN bytes of notes; ALIGN is 4 or
+ * 8 (the note segment's p_align).  Returns true when found. */
+static bool find_build_id(const unsigned char *p, uint64_t len, uint64_t align,
+                          char *out, size_t outsz)
+{
+	uint64_t off = 0;
+
+	while (len - off >= sizeof(Elf64_Nhdr)) {
+		Elf64_Nhdr nh;
+
+		memcpy(&nh, p + off, sizeof(nh));
+		off += sizeof(nh);
+		uint64_t name_len = align_up(nh.n_namesz, align);
+		if (name_len > len - off)
+			return false;
+		const unsigned char *name = p + off;
+		off += name_len;
+		uint64_t desc_len = align_up(nh.n_descsz, align);
+		if (desc_len > len - off)
+			return false;
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    memcmp(name, "GNU", 4) == 0 && nh.n_descsz > 0 &&
+		    2 * (size_t)nh.n_descsz < outsz) {
+			hex(p + off, nh.n_descsz, out);
+			return true;
+		}
+		off += desc_len;
+	}
+	return false;
+}
+
+static bool notes_build_id(const struct src *s, uint64_t off, uint64_t size,
+                           uint64_t align, char *out, size_t outsz)
+{
+	char *buf;
+
+	if (size == 0 || size > ELFINFO_MAX_NOTES)
+		return false;
+	if (src_read_alloc(s, off, size, &buf) < 0)
+		return false;
+	bool found = find_build_id((unsigned char *)buf, size, align == 8 ? 8 : 4,
+	                           out, outsz);
+	free(buf);
+	return found;
+}
+
+/* .eh_frame_hdr starts with version, eh_frame_ptr_enc, fde_count_enc and
+ * table_enc, then eh_frame_ptr, fde_count and the table.  Only the layout
+ * every x86-64 linker writes is accepted (see elfinfo.h). */
+static void read_eh_hdr(const struct src *s, const Elf64_Phdr *ph, struct elfinfo *ei)
+{
+	unsigned char h[12];
+	uint32_t count;
+
+	if (ph->p_filesz < sizeof(h) || src_read(s, ph->p_offset, h, sizeof(h)) < 0)
+		return;
+	if (h[0] != 1 || ((h[1] & 0x0f) != 0x03 /* DW_EH_PE_udata4 */ &&
+	                  (h[1] & 0x0f) != 0x0b /* DW_EH_PE_sdata4 */))
+		return;
+	if (h[2] != 0x03 /* DW_EH_PE_udata4 */ || h[3] != 0x3b /* datarel|sdata4 */)
+		return;
+	memcpy(&count, h + 8, sizeof(count));
+	if (count == 0 || (uint64_t)count * 8 > ph->p_filesz - sizeof(h))
+		return;
+	ei->has_eh_table = true;
+	ei->eh_hdr_vaddr = ph->p_vaddr;
+	ei->eh_table_vaddr = ph->p_vaddr + sizeof(h);
+	ei->eh_fde_count = count;
+
+	/* Where .eh_frame starts: eh_frame_ptr, pc-relative or absolute. */
+	int32_t rel;
+	memcpy(&rel, h + 4, sizeof(rel));
+	uint64_t v = (h[1] & 0x0f) == 0x03 ? (uint32_t)rel : (uint64_t)(int64_t)rel;
+	if ((h[1] & 0x70) == 0x10)          /* DW_EH_PE_pcrel */
+		ei->eh_data_vaddr = ph->p_vaddr + 4 + v;
+	else if ((h[1] & 0x70) == 0x00)     /* DW_EH_PE_absptr */
+		ei->eh_data_vaddr = v;
+	else
+		ei->eh_data_vaddr = ph->p_vaddr;
+	if (ei->eh_data_vaddr > ph->p_vaddr)
+		ei->eh_data_vaddr = ph->p_vaddr;
+}
+
+/* Copies the unwind data (see elfinfo.h) once the PT_LOADs are known. */
+static int read_eh_data(const struct src *s, struct elfinfo *ei)
+{
+	uint64_t lo = ei->eh_data_vaddr;
+
+	for (size_t i = 0; i < ei->nloads; i++) {
+		const struct elfinfo_load *l = &ei->loads[i];
+		if (ei->eh_hdr_vaddr < l->vaddr || ei->eh_hdr_vaddr - l->vaddr >= l->filesz)
+			continue;
+		if (l->flags & PF_W)
+			return 0;
+		if (lo < l->vaddr)
+			lo = l->vaddr;     /* .eh_frame in another segment: not copied */
+		uint64_t size = l->vaddr + l->filesz - lo;
+		if (size > ELFINFO_MAX_EH_DATA)
+			return 0;
+		char *buf;
+		int r = src_read_alloc(s, l->offset + (lo - l->vaddr), size, &buf);
+		if (r < 0)
+			return r == -ENOMEM ? r : 0;
+		ei->eh_data = (unsigned char *)buf;
+		ei->eh_data_vaddr = lo;
+		ei->eh_data_size = size;
+		return 0;
+	}
+	return 0;
+}
+
+static int read_phdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo *ei)
+{
+	if (eh->e_phnum == 0)
+		return 0;
+	if (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum > ELFINFO_MAX_PHDRS)
+		return -ENOEXEC;
+
+	uint64_t tabsz = (uint64_t)eh->e_phnum * eh->e_phentsize;
+	char *tab;
+	int r = src_read_alloc(s, eh->e_phoff, tabsz, &tab);
+	if (r < 0)
+		return r;
+	ei->loads = calloc(eh->e_phnum, sizeof(*ei->loads));
+	if (!ei->loads) {
+		free(tab);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < eh->e_phnum; i++) {
+		Elf64_Phdr ph;
+
+		memcpy(&ph, tab + i * eh->e_phentsize, sizeof(ph));
+		if (ph.p_type == PT_LOAD) {
+			struct elfinfo_load *l = &ei->loads[ei->nloads++];
+			l->offset = ph.p_offset;
+			l->vaddr = ph.p_vaddr;
+			l->filesz = ph.p_filesz;
+			l->memsz = ph.p_memsz;
+			l->align = ph.p_align ? ph.p_align : 1;
+			l->flags = ph.p_flags;
+			if (ei->nloads == 1 || ph.p_vaddr < ei->vaddr_lo)
+				ei->vaddr_lo = ph.p_vaddr;
+			if (ph.p_vaddr + ph.p_memsz > ei->vaddr_hi)
+				ei->vaddr_hi = ph.p_vaddr + ph.p_memsz;
+		} else if (ph.p_type == PT_GNU_EH_FRAME) {
+			read_eh_hdr(s, &ph, ei);
+		} else if (ph.p_type == PT_NOTE && ei->build_id[0] == '\0') {
+			notes_build_id(s, ph.p_offset, ph.p_filesz, ph.p_align,
+			               ei->build_id, sizeof(ei->build_id));
+		}
+	}
+	free(tab);
+	if (ei->has_eh_table)
+		return read_eh_data(s, ei);
+	return 0;
+}
+
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct elfinfo_sym *x = a, *y = b;
+
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->size != y->size)
+		return x->size > y->size ? -1 : 1;   /* the widest first */
+	return x->name < y->name ? -1 : x->name > y->name;
+}
+
+/* Loads the sized function symbols of symbol table section SYMSEC, whose
+ * strings are in section sh_link.  Returns 0 (possibly with no symbols). */
+static int load_symbols(const struct src *s, const char *shtab, size_t shentsize,
+                        size_t nsec, size_t symsec, struct elfinfo *ei)
+{
+	Elf64_Shdr sh, strsh;
+
+	memcpy(&sh, shtab + symsec * shentsize, sizeof(sh));
+	if (sh.sh_link == 0 || sh.sh_link >= nsec)
+		return 0;
+	memcpy(&strsh, shtab + (size_t)sh.sh_link * shentsize, sizeof(strsh));
+	if (strsh.sh_type != SHT_STRTAB)
+		return 0;
+	if (sh.sh_entsize != sizeof(Elf64_Sym) || sh.sh_size > ELFINFO_MAX_SYMTAB ||
+	    strsh.sh_size > ELFINFO_MAX_SYMTAB || strsh.sh_size == 0)
+		return 0;
+
+	char *symtab, *strtab;
+	int r = src_read_alloc(s, sh.sh_offset, sh.sh_size, &symtab);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0;
+	r = src_read_alloc(s, strsh.sh_offset, strsh.sh_size, &strtab);
+	if (r < 0) {
+		free(symtab);
+		return r == -ENOMEM ? r : 0;
+	}
+
+	size_t n = sh.sh_size / sizeof(Elf64_Sym), nsyms = 0;
+	struct elfinfo_sym *syms = malloc((n ? n : 1) * sizeof(*syms));
+	if (!syms) {
+		free(symtab);
+		free(strtab);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		Elf64_Sym sym;
+
+		memcpy(&sym, symtab + i * sizeof(sym), sizeof(sym));
+		int type = ELF64_ST_TYPE(sym.st_info), bind = ELF64_ST_BIND(sym.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+		    sym.st_size == 0 || sym.st_name == 0 || sym.st_name >= strsh.sh_size ||
+		    sym.st_value + sym.st_size < sym.st_value)
+			continue;
+		syms[nsyms].value = sym.st_value;
+		syms[nsyms].size = sym.st_size;
+		syms[nsyms].name = sym.st_name;
+		syms[nsyms].rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
+		nsyms++;
+	}
+	free(symtab);
+	if (nsyms == 0) {
+		free(syms);
+		free(strtab);
+		return 0;
+	}
+	qsort(syms, nsyms, sizeof(*syms), cmp_sym);
+	ei->syms = syms;
+	ei->nsyms = nsyms;
+	ei->strtab = strtab;
+	ei->strtab_size = strsh.sh_size;
+	return 0;
+}
+
+/* Section headers: the build-id from SHT_NOTE sections when no PT_NOTE had
+ * it, and the symbols from .symtab, else .dynsym (stripped binaries). */
+static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo *ei)
+{
+	size_t nsec = eh->e_shnum;
+
+	if (eh->e_shoff == 0)
+		return 0;
+	if (eh->e_shentsize != sizeof(Elf64_Shdr))
+		return -ENOEXEC;
+	if (nsec == 0) {
+		/* More than SHN_LORESERVE sections: the count is in the first
+		 * header's sh_size. */
+		Elf64_Shdr first;
+		int r = src_read(s, eh->e_shoff, &first, sizeof(first));
+		if (r < 0)
+			return r;
+		if (first.sh_size > ELFINFO_MAX_SHDRS)
+			return 0;
+		nsec = first.sh_size;
+	}
+	if (nsec == 0)
+		return 0;
+
+	char *shtab;
+	int r = src_read_alloc(s, eh->e_shoff, (uint64_t)nsec * eh->e_shentsize, &shtab);
+	if (r < 0)
+		return r;
+
+	size_t symtab = 0, dynsym = 0;
+	for (size_t i = 1; i < nsec; i++) {
+		Elf64_Shdr sh;
+
+		memcpy(&sh, shtab + i * eh->e_shentsize, sizeof(sh));
+		if (sh.sh_type == SHT_SYMTAB && !symtab)
+			symtab = i;
+		else if (sh.sh_type == SHT_DYNSYM && !dynsym)
+			dynsym = i;
+		else if (sh.sh_type == SHT_NOTE && ei->build_id[0] == '\0')
+			notes_build_id(s, sh.sh_offset, sh.sh_size, sh.sh_addralign,
+			               ei->build_id, sizeof(ei->build_id));
+	}
+	r = 0;
+	if (symtab)
+		r = load_symbols(s, shtab, eh->e_shentsize, nsec, symtab, ei);
+	if (r == 0 && ei->nsyms == 0 && dynsym)
+		r = load_symbols(s, shtab, eh->e_shentsize, nsec, dynsym, ei);
+	free(shtab);
+	return r;
+}
+
+static int read_image(const struct src *s, struct elfinfo *ei)
+{
+	Elf64_Ehdr eh;
+
+	memset(ei, 0, sizeof(*ei));
+	int r = src_read(s, 0, &eh, sizeof(eh));
+	if (r < 0)
+		return r;
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
+		return -ENOEXEC;
+	ei->type = eh.e_type;
+	r = read_phdrs(s, &eh, ei);
+	if (r == 0)
+		r = read_shdrs(s, &eh, ei);
+	if (r < 0)
+		elfinfo_free(ei);
+	return r;
+}
+
+int elfinfo_read_fd(int fd, struct elfinfo *ei)
+{
+	struct stat st;
+
+	memset(ei, 0, sizeof(*ei));
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOEXEC;
+	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
+	return read_image(&s, ei);
+}
+
+int elfinfo_read_mem(const void *image, size_t size, struct elfinfo *ei)
+{
+	struct src s = { .fd = -1, .mem = image, .size = size };
+
+	return read_image(&s, ei);
+}
+
+void elfinfo_free(struct elfinfo *ei)
+{
+	free(ei->eh_data);
+	free(ei->loads);
+	free(ei->syms);
+	free(ei->strtab);
+	memset(ei, 0, sizeof(*ei));
+}
+
+bool elfinfo_vaddr(const struct elfinfo *ei, uint64_t file_offset, uint64_t *vaddr)
+{
+	/* The usual case: the offset is inside a segment's file image. */
+	for (size_t i = 0; i < ei->nloads; i++) {
+		const struct elfinfo_load *l = &ei->loads[i];
+		if (file_offset >= l->offset && file_offset - l->offset < l->filesz) {
+			*vaddr = l->vaddr + (file_offset - l->offset);
+			return true;
+		}
+	}
+	/* The mapping starts at the page below p_offset: take the segment
+	 * whose page-aligned file range covers the offset. */
+	for (size_t i = 0; i < ei->nloads; i++) {
+		const struct elfinfo_load *l = &ei->loads[i];
+		uint64_t a = l->align & (l->align - 1) ? 1 : l->align;
+		uint64_t lo = l->offset & ~(a - 1);
+		if (file_offset >= lo && file_offset - lo < (l->offset - lo) + l->memsz) {
+			*vaddr = l->vaddr + (file_offset - l->offset);  /* modulo 2^64 */
+			return true;
+		}
+	}
+	return false;
+}
+
+bool elfinfo_eh_word(const struct elfinfo *ei, uint64_t vaddr, uint64_t *word)
+{
+	if (!ei->eh_data || vaddr < ei->eh_data_vaddr || ei->eh_data_size < 8 ||
+	    vaddr - ei->eh_data_vaddr > ei->eh_data_size - 8)
+		return false;
+	memcpy(word, ei->eh_data + (vaddr - ei->eh_data_vaddr), 8);
+	return true;
+}
+
+const char *elfinfo_symbol(const struct elfinfo *ei, uint64_t vaddr, uint64_t *start)
+{
+	size_t lo = 0, hi = ei->nsyms;
+
+	/* hi = number of symbols with value <= vaddr. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ei->syms[mid].value <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Walk back from the nearest start: a wider symbol farther back may
+	 * contain VADDR when the nearest does not (nested functions).  Among
+	 * containing symbols the nearest start wins, and at equal starts the
+	 * sort put the preferred binding at the lowest index. */
+	const struct elfinfo_sym *best = NULL;
+	for (size_t k = hi; k > 0 && hi - k < 64; k--) {
+		const struct elfinfo_sym *s = &ei->syms[k - 1];
+		if (best && s->value < best->value)
+			break;
+		if (vaddr - s->value < s->size)
+			best = s;
+	}
+	if (!best)
+		return NULL;
+	*start = best->value;
+	return ei->strtab + best->name;
+}

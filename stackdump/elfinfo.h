@@ -1,0 +1,91 @@
+/* elfinfo: what stackdump needs from a module's ELF image -- its GNU
+ * build-id, its PT_LOAD segments (to turn a file offset into an ELF virtual
+ * address) and its function symbols.
+ *
+ * Internal to stackdump/.  The image is read with pread(2) or from memory,
+ * never mmapped (a file truncated under an mmap raises SIGBUS), and every
+ * offset, size and count taken from the file is checked against the image
+ * size before use: a hostile or corrupt binary yields -ENOEXEC, never a
+ * crash.
+ */
+#ifndef CPUMOND_STACKDUMP_ELFINFO_H
+#define CPUMOND_STACKDUMP_ELFINFO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Caps on what one module may make us allocate. */
+#define ELFINFO_MAX_PHDRS   4096
+#define ELFINFO_MAX_SHDRS   65536
+#define ELFINFO_MAX_NOTES   (1u << 20)      /* bytes of notes read per segment */
+#define ELFINFO_MAX_SYMTAB  (256u << 20)    /* bytes of .symtab or of its strings */
+#define ELFINFO_MAX_EH_DATA (32u << 20)     /* bytes of unwind data copied */
+
+struct elfinfo_load {
+	uint64_t offset;   /* p_offset */
+	uint64_t vaddr;    /* p_vaddr */
+	uint64_t filesz;   /* p_filesz */
+	uint64_t memsz;    /* p_memsz */
+	uint64_t align;    /* p_align, 1 when 0 */
+	uint32_t flags;    /* p_flags: PF_R, PF_W, PF_X */
+};
+
+struct elfinfo_sym {
+	uint64_t value;    /* st_value: ELF virtual address */
+	uint64_t size;     /* st_size, > 0 */
+	uint32_t name;     /* offset in strtab */
+	uint32_t rank;     /* 0 global, 1 weak, 2 local: lower is preferred */
+};
+
+struct elfinfo {
+	int type;                   /* ET_EXEC or ET_DYN */
+	char build_id[129];         /* lowercase hex, "" when there is none */
+	struct elfinfo_load *loads; /* PT_LOAD segments, file order */
+	size_t nloads;
+	uint64_t vaddr_lo, vaddr_hi;/* [lowest p_vaddr, highest p_vaddr + p_memsz) */
+	/* The binary-search table of .eh_frame_hdr (PT_GNU_EH_FRAME), present
+	 * only in the one layout libunwind's table search handles: version 1,
+	 * 4-byte eh_frame_ptr, udata4 fde_count, datarel|sdata4 entries. */
+	bool has_eh_table;
+	uint64_t eh_hdr_vaddr;      /* where .eh_frame_hdr is; entries are relative to it */
+	uint64_t eh_table_vaddr;    /* where the table's first entry is */
+	uint64_t eh_fde_count;      /* entries of 8 bytes each */
+	/* A copy of the unwind data as loaded: from the lower of .eh_frame_hdr
+	 * and .eh_frame to the end of the file part of their PT_LOAD, so that
+	 * the unwinder reads it here instead of from the stopped thread.  Only
+	 * when that PT_LOAD is not writable: then memory equals the file. */
+	unsigned char *eh_data;     /* NULL when not copied */
+	uint64_t eh_data_vaddr;
+	uint64_t eh_data_size;
+	struct elfinfo_sym *syms;   /* sized FUNC/IFUNC symbols by value */
+	size_t nsyms;
+	char *strtab;               /* NUL-terminated copy of their string table */
+	size_t strtab_size;
+};
+
+/* Reads the ELF image in file FD (read with pread, offsets from 0).
+ * Returns 0, -ENOEXEC when it is not a well-formed 64-bit little-endian
+ * ET_EXEC/ET_DYN image, -ENOMEM, or the read error.  A module without
+ * symbols or build-id is still a success.  *EI is always initialised. */
+int elfinfo_read_fd(int fd, struct elfinfo *ei);
+
+/* The same from an image of SIZE bytes in memory (the vDSO, tests). */
+int elfinfo_read_mem(const void *image, size_t size, struct elfinfo *ei);
+
+void elfinfo_free(struct elfinfo *ei);
+
+/* Translates FILE_OFFSET, an offset in the file, into the ELF virtual address
+ * (st_value and FDE compatible) of the PT_LOAD segment that maps it.  Returns
+ * false when no segment does. */
+bool elfinfo_vaddr(const struct elfinfo *ei, uint64_t file_offset, uint64_t *vaddr);
+
+/* Copies the 8 bytes at ELF virtual address VADDR from eh_data into *WORD;
+ * false when they are not all there. */
+bool elfinfo_eh_word(const struct elfinfo *ei, uint64_t vaddr, uint64_t *word);
+
+/* The function symbol containing ELF virtual address VADDR, with its start
+ * in *START; NULL when none does.  The name lives as long as EI. */
+const char *elfinfo_symbol(const struct elfinfo *ei, uint64_t vaddr, uint64_t *start);
+
+#endif

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Integration tests: the real daemon, real targets, the real database.
+
+Starts tests/targets/hotchain (N threads, K of them burning CPU in
+hot_leaf <- hot_mid <- hot_root <- hot_thread_main) and build/cpumond on a
+temporary configuration and database, then checks what lands in the database
+and what `cpumond tail` prints.  Every wait polls with a deadline.
+
+Prints "ok - NAME" / "not ok - NAME: why" / "skip - NAME: why" per check and
+ends with "N passed, N failed".
+"""
+import argparse
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+HOT_CHAIN = ["hot_leaf", "hot_mid", "hot_root", "hot_thread_main"]
+results = {"passed": 0, "failed": 0, "skipped": 0}
+
+
+def check(name, cond, why=""):
+    if cond:
+        results["passed"] += 1
+        print(f"ok - {name}", flush=True)
+    else:
+        results["failed"] += 1
+        print(f"not ok - {name}: {why}", flush=True)
+    return cond
+
+
+def skip(name, why):
+    results["skipped"] += 1
+    print(f"skip - {name}: {why}", flush=True)
+
+
+def poll(fn, timeout, step=0.1):
+    """Calls fn until it returns something true or timeout seconds pass."""
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(step)
+
+
+def ptrace_allowed():
+    if os.geteuid() == 0:
+        return True, ""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            scope = int(f.read())
+    except OSError:
+        return True, ""
+    return scope == 0, f"not root and kernel.yama.ptrace_scope={scope}"
+
+
+class Target:
+    """A running hotchain: its pid, hot tids and idle tids."""
+
+    def __init__(self, build, threads, hot):
+        self.proc = subprocess.Popen(
+            [os.path.join(build, "tests", "hotchain"), "--threads", str(threads),
+             "--hot", str(hot), "--timeout", "120"],
+            stdout=subprocess.PIPE, text=True)
+        self.pid, self.hot, self.idle = None, [], []
+        for line in self.proc.stdout:
+            word, _, value = line.strip().partition(" ")
+            if word == "pid":
+                self.pid = int(value)
+            elif word == "hot":
+                self.hot.append(int(value))
+            elif word == "idle":
+                self.idle.append(int(value))
+            elif word == "ready":
+                break
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def read_lines(pipe, n, timeout):
+    """Up to N lines from PIPE, waiting at most TIMEOUT seconds in all."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(pipe, selectors.EVENT_READ)
+    end, buf = time.monotonic() + timeout, b""
+    fd = pipe.fileno()
+    while buf.count(b"\n") < n and time.monotonic() < end:
+        if sel.select(max(0.0, end - time.monotonic())):
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.decode("utf-8", "replace").splitlines()[:n]
+
+
+def thread_status(pid, tid):
+    fields = {}
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.strip()
+    return fields
+
+
+def query(db, sql, args=()):
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute(sql, args).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []
+
+
+def event_stack(db, event_id):
+    return [r[0] for r in query(db, """
+        SELECT f.symbol FROM events e JOIN stack_frames f ON f.hash = e.stack_hash
+        WHERE e.id = ? ORDER BY f.depth""", (event_id,))]
+
+
+def is_subsequence(needle, hay):
+    it = iter(hay)
+    return all(any(x == y for y in it) for x in needle)
+
+
+def write_config(path, db, pid, interval="300ms", extra=""):
+    with open(path, "w") as f:
+        f.write(f"""[cpumond]
+interval = {interval}
+threshold = 500
+cooldown = 1h
+database = {db}
+
+[watch nothing]
+comm = no-such-proc-x
+
+[watch target]
+pid = {pid}
+{extra}""")
+
+
+def test_cli(build, tmp):
+    """Arguments -> exit status and the first line of stderr."""
+    cpumond = os.path.join(build, "cpumond")
+    stackdump = os.path.join(build, "stackdump")
+    bad = os.path.join(tmp, "bad.conf")
+    with open(bad, "w") as f:
+        f.write("[cpumond]\nthreshold = 1200\n")
+    good = os.path.join(tmp, "good.conf")
+    write_config(good, os.path.join(tmp, "never", "x.db"), 1)
+    table = [
+        ([cpumond, "--version"], 0, None),
+        ([cpumond, "--help"], 0, None),
+        ([cpumond, "--bogus"], 2, "unrecognized option"),
+        ([cpumond, "extra-word"], 2, "unknown command"),
+        ([cpumond, "-c", "/nonexistent/cpumond.conf"], 3, "/nonexistent/cpumond.conf"),
+        ([cpumond, "check-config", "-c", "config/cpumond.conf"], 0, None),
+        ([cpumond, "check-config", "-c", bad], 3, f"{bad}:2: threshold"),
+        ([cpumond, "-c", good, "-d", "/proc/no/such/dir/x.db"], 4, "/proc/no/such/dir"),
+        ([cpumond, "tail", "-d", "/nonexistent/x.db"], 1, "/nonexistent/x.db"),
+        ([cpumond, "tail", "-n", "many"], 2, "not a count"),
+        ([cpumond, "tail", "-c", good, "-d", "x.db"], 2, "not both"),
+        ([stackdump], 2, None),
+        ([stackdump, "--version"], 0, None),
+        ([stackdump, "999999999"], 1, "999999999"),
+    ]
+    for argv, status, stderr_has in table:
+        name = "cli: " + " ".join(os.path.basename(a) if a == argv[0] else a for a in argv)
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=10,
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            check(name, False, "timed out")
+            continue
+        first = (p.stderr.splitlines() or [""])[0]
+        ok = p.returncode == status and (stderr_has is None or stderr_has in first)
+        check(name, ok, f"exit {p.returncode} (want {status}), stderr: {first!r}")
+    p = subprocess.run([cpumond, "--version"], capture_output=True, text=True)
+    check("cli: --version prints the version", p.stdout.startswith("cpumond "), repr(p.stdout))
+
+
+def test_daemon(build, tmp):
+    allowed, why = ptrace_allowed()
+    if not allowed:
+        skip("daemon end to end", why)
+        return
+    cpumond = os.path.join(build, "cpumond")
+    db = os.path.join(tmp, "state", "cpumond.db")   # the directory does not exist yet
+    conf = os.path.join(tmp, "cpumond.conf")
+    target = Target(build, threads=4, hot=2)
+    daemon = tail = None
+    try:
+        check("target started", target.pid and len(target.hot) == 2 and len(target.idle) == 2,
+              f"pid {target.pid} hot {target.hot} idle {target.idle}")
+        write_config(conf, db, target.pid)
+        errlog = open(os.path.join(tmp, "daemon.err"), "w+")
+        daemon = subprocess.Popen([cpumond, "-c", conf], stderr=errlog, stdout=errlog)
+        tail = subprocess.Popen([cpumond, "tail", "-f", "--json", "-d", db],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+        def hot_events():
+            rows = query(db, "SELECT DISTINCT tid FROM events")
+            return {r[0] for r in rows} >= set(target.hot) and rows
+        check("events for the hot threads", poll(hot_events, 30),
+              f"events: {query(db, 'SELECT tid, error FROM events')}")
+        # Two more cycles: the cooldown (1h) must keep it at one event per thread.
+        time.sleep(0.7)
+        rows = query(db, "SELECT id, tid, thread, comm, usage, threshold, consecutive, "
+                         "stop_us, error, pid FROM events ORDER BY id")
+        tids = [r[1] for r in rows]
+        check("exactly the hot tids, once each", sorted(tids) == sorted(target.hot),
+              f"got {tids}, hot {target.hot}, idle {target.idle}")
+        for (eid, tid, thread, comm, usage, threshold, consecutive, stop_us, error, pid) in rows:
+            stack = event_stack(db, eid)
+            check(f"event {tid}: stack holds the hot chain in order", is_subsequence(HOT_CHAIN, stack),
+                  f"stack {stack}, error {error!r}")
+            check(f"event {tid}: fields", comm == "hotchain" and thread.startswith("hot-")
+                  and usage > 500 and threshold == 500 and consecutive == 1 and pid == target.pid,
+                  f"{comm!r} {thread!r} usage {usage} threshold {threshold} pid {pid}")
+            check(f"event {tid}: stop time recorded", stop_us is not None and stop_us > 0, stop_us)
+        modules = query(db, "SELECT DISTINCT module, build_id FROM stack_frames WHERE symbol = 'hot_leaf'")
+        check("hot_leaf's module is the target, with a build-id",
+              len(modules) == 1 and modules[0][0].endswith("/hotchain") and len(modules[0][1]) >= 16,
+              modules)
+        hashes = query(db, "SELECT COUNT(DISTINCT stack_hash) FROM events")
+        check("both hot threads share one stack hash", hashes == [(1,)], hashes)
+        check("database file is 0640", (os.stat(db).st_mode & 0o777) == 0o640, oct(os.stat(db).st_mode))
+        check("database directory is 0750",
+              (os.stat(os.path.dirname(db)).st_mode & 0o777) == 0o750, "")
+
+        # tail -f saw both within a second of their commit.
+        lines = read_lines(tail.stdout, 2, 5)
+        got = len(lines) >= 2
+        objs = []
+        for line in lines:
+            if line.strip():
+                try:
+                    objs.append(json.loads(line))
+                except ValueError:
+                    pass
+        check("tail -f --json follows the new events", got and len(objs) >= 2
+              and {o["tid"] for o in objs} == set(target.hot), lines)
+        if objs:
+            o = objs[0]
+            keys = {"time", "watch", "pid", "tid", "comm", "thread", "usage", "threshold",
+                    "consecutive", "freeze_us", "stack_hash", "stack"}
+            check("tail --json has the documented keys", keys <= set(o), sorted(o))
+            syms = [f.get("symbol") for f in o.get("stack", [])]
+            check("tail --json stack holds the chain", is_subsequence(HOT_CHAIN, syms), syms)
+            check("tail --json watch name", o.get("watch") == "target", o.get("watch"))
+
+        p = subprocess.run([cpumond, "tail", "-d", db, "-n", "1"], capture_output=True, text=True, timeout=10)
+        check("tail -n 1 prints one event with its stack",
+              p.returncode == 0 and p.stdout.count("hotchain[") == 1 and "hot_leaf" in p.stdout, p.stdout)
+        p = subprocess.run([cpumond, "tail", "-c", conf, "--json"], capture_output=True, text=True, timeout=10)
+        check("tail -c CONF reads the configured database",
+              p.returncode == 0 and len(p.stdout.splitlines()) == 2, p.stdout + p.stderr)
+
+        # No thread left stopped or traced.
+        for tid in target.hot + target.idle:
+            st = thread_status(target.pid, tid)
+            check(f"thread {tid} runs, untraced", st["State"][0] != "t" and st["TracerPid"] == "0",
+                  f"{st['State']} TracerPid {st['TracerPid']}")
+
+        # SIGHUP with a broken file keeps the daemon on the old configuration.
+        with open(conf, "w") as f:
+            f.write("[cpumond]\ninterval = soon\n")
+        daemon.send_signal(signal.SIGHUP)
+
+        def logged(text):
+            return lambda: text in open(errlog.name).read()
+        check("SIGHUP with a broken file is refused",
+              poll(logged("keeping the running configuration"), 5), open(errlog.name).read())
+        check("daemon still runs after the broken reload", daemon.poll() is None, daemon.returncode)
+        write_config(conf, db, target.pid, interval="200ms")
+        daemon.send_signal(signal.SIGHUP)
+        check("SIGHUP with a good file reloads", poll(logged("configuration reloaded"), 5),
+              open(errlog.name).read())
+
+        # SIGTERM: exit 0 within a second.
+        t0 = time.monotonic()
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            rc = daemon.wait(5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check("SIGTERM exits 0 within a second", rc == 0 and time.monotonic() - t0 < 1.5,
+              f"exit {rc} after {time.monotonic() - t0:.2f}s")
+        rows = query(db, "PRAGMA integrity_check")
+        check("database integrity", rows == [("ok",)], rows)
+    finally:
+        for p in (daemon, tail):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        target.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cpumond-it-") as tmp:
+        test_cli(args.build, tmp)
+        test_daemon(args.build, tmp)
+    print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

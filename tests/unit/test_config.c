@@ -1,0 +1,687 @@
+/* config: good files, every error with its file:line, durations, print and
+ * parse again, the shipped example.  Run from the repository root. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config/config.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Parses TEXT as "t.conf"; *ERRS gets what was written to ERRORS (free it). */
+static int parse(const char *text, struct config *cfg, char **errs)
+{
+	size_t len;
+	FILE *f = open_memstream(errs, &len);
+	int rc;
+
+	assert_non_null(f);
+	rc = config_parse_string(text, "t.conf", cfg, f);
+	fclose(f);
+	return rc;
+}
+
+/* Parses TEXT, which must be good. */
+static void parse_good(const char *text, struct config *cfg)
+{
+	char *errs;
+
+	assert_int_equal(parse(text, cfg, &errs), 0);
+	assert_string_equal(errs, "");
+	free(errs);
+}
+
+static void assert_zeroed(const struct config *cfg)
+{
+	static const struct config zero;
+
+	assert_memory_equal(cfg, &zero, sizeof zero);
+}
+
+/* TEXT must fail with exactly ERRORS written. */
+static void assert_errors(const char *text, const char *errors)
+{
+	struct config cfg;
+	char *errs;
+
+	memset(&cfg, 0xa5, sizeof cfg);
+	assert_int_equal(parse(text, &cfg, &errs), -EINVAL);
+	assert_string_equal(errs, errors);
+	assert_zeroed(&cfg);
+	free(errs);
+}
+
+static void test_defaults(void **state)
+{
+	struct config cfg;
+
+	(void)state;
+	parse_good("[watch all]\nall = yes\n", &cfg);
+	assert_string_equal(cfg.path, "t.conf");
+	assert_int_equal(cfg.interval_ms, 3000);
+	assert_int_equal(cfg.threshold, 800);
+	assert_int_equal(cfg.consecutive, 1);
+	assert_int_equal(cfg.cooldown_ms, 60000);
+	assert_string_equal(cfg.database, CONFIG_DEFAULT_DATABASE);
+	assert_int_equal(cfg.max_frames, 64);
+	assert_int_equal(cfg.nwatches, 1);
+	assert_string_equal(cfg.watches[0].name, "all");
+	assert_int_equal(cfg.watches[0].line, 1);
+	assert_true(cfg.watches[0].all);
+	assert_int_equal(cfg.watches[0].pid, 0);
+	assert_null(cfg.watches[0].pidfile);
+	assert_null(cfg.watches[0].comm);
+	assert_null(cfg.watches[0].exe);
+	assert_null(cfg.watches[0].cmdline);
+	assert_null(cfg.watches[0].user);
+	assert_int_equal(cfg.watches[0].threshold, 800);
+	assert_int_equal(cfg.watches[0].consecutive, 1);
+	assert_int_equal(cfg.watches[0].cooldown_ms, 60000);
+	config_free(&cfg);
+	assert_zeroed(&cfg);
+}
+
+/* A watch takes the [cpumond] values even when [cpumond] comes after it,
+ * and its own values win. */
+static void test_overrides(void **state)
+{
+	struct config cfg;
+
+	(void)state;
+	parse_good("[watch web]\n"
+	           "comm = nginx\n"
+	           "threshold = 900\n"
+	           "\n"
+	           "[watch db]\n"
+	           "comm = postgres\n"
+	           "consecutive = 5\n"
+	           "cooldown = 0\n"
+	           "\n"
+	           "[cpumond]\n"
+	           "interval = 250ms\n"
+	           "threshold = 500\n"
+	           "consecutive = 2\n"
+	           "cooldown = 10min\n"
+	           "database = cpumond.db\n"
+	           "max_frames = 1024\n", &cfg);
+	assert_int_equal(cfg.interval_ms, 250);
+	assert_int_equal(cfg.threshold, 500);
+	assert_int_equal(cfg.consecutive, 2);
+	assert_int_equal(cfg.cooldown_ms, 600000);
+	assert_string_equal(cfg.database, "cpumond.db");
+	assert_int_equal(cfg.max_frames, 1024);
+	assert_int_equal(cfg.nwatches, 2);
+	assert_int_equal(cfg.watches[0].line, 1);
+	assert_int_equal(cfg.watches[0].threshold, 900);
+	assert_int_equal(cfg.watches[0].consecutive, 2);
+	assert_int_equal(cfg.watches[0].cooldown_ms, 600000);
+	assert_string_equal(cfg.watches[1].name, "db");
+	assert_int_equal(cfg.watches[1].line, 5);
+	assert_int_equal(cfg.watches[1].threshold, 500);
+	assert_int_equal(cfg.watches[1].consecutive, 5);
+	assert_int_equal(cfg.watches[1].cooldown_ms, 0);
+	config_free(&cfg);
+}
+
+static void test_every_selector(void **state)
+{
+	struct config cfg;
+	const struct watch_config *w;
+
+	(void)state;
+	parse_good("[watch every one]\n"
+	           "pid = 4242\n"
+	           "pidfile = /run/nginx.pid\n"
+	           "comm = 123456789012345\n"
+	           "exe = /usr/sbin/nginx\n"
+	           "cmdline = ^nginx: worker (process|thread)$\n"
+	           "user = root\n"
+	           "all = yes\n"
+	           "[watch by uid]\n"
+	           "user = 4294967294\n"
+	           "[watch by pid]\n"
+	           "pid = 4194304\n", &cfg);
+	assert_int_equal(cfg.nwatches, 3);
+	w = &cfg.watches[0];
+	assert_string_equal(w->name, "every one");
+	assert_int_equal(w->pid, 4242);
+	assert_string_equal(w->pidfile, "/run/nginx.pid");
+	assert_string_equal(w->comm, "123456789012345");
+	assert_string_equal(w->exe, "/usr/sbin/nginx");
+	assert_string_equal(w->cmdline, "^nginx: worker (process|thread)$");
+	assert_int_equal(regexec(&w->cmdline_re, "nginx: worker process", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&w->cmdline_re, "nginx: master process", 0, NULL, 0), REG_NOMATCH);
+	assert_string_equal(w->user, "root");
+	assert_int_equal(w->uid, 0);
+	assert_true(w->all);
+	assert_string_equal(cfg.watches[1].user, "4294967294");
+	assert_int_equal(cfg.watches[1].uid, 4294967294u);
+	assert_false(cfg.watches[1].all);
+	assert_int_equal(cfg.watches[2].pid, 4194304);
+	config_free(&cfg);
+}
+
+static void test_booleans(void **state)
+{
+	static const struct {
+		const char *text;
+		bool all;
+	} cases[] = {
+		{ "yes", true }, { "true", true }, { "on", true }, { "1", true }, { "YES", true },
+		{ "no", false }, { "false", false }, { "off", false }, { "0", false }, { "Off", false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char text[128];
+		struct config cfg;
+
+		/* comm keeps a watch whose all is false valid. */
+		snprintf(text, sizeof text, "[watch w]\ncomm = x\nall = %s\n", cases[i].text);
+		parse_good(text, &cfg);
+		assert_int_equal(cfg.watches[0].all, cases[i].all);
+		config_free(&cfg);
+	}
+}
+
+/* What inih and the line reader make of comments, indentation, CRLF, a
+ * byte order mark, ':' and a comment line longer than inih's buffer. */
+static void test_layout(void **state)
+{
+	char text[1024];
+	struct config cfg;
+
+	(void)state;
+	snprintf(text, sizeof text,
+	         "\xef\xbb\xbf; comment\r\n"
+	         "# comment\n"
+	         ";%0300d\n"
+	         "  [ watch   spaced name ]   ; a comment after the header\n"
+	         "\tcomm = nginx    ; inline comment\n"
+	         "    threshold = 900\n"
+	         "cmdline = a;b\n"
+	         "exe: /usr/sbin/nginx\r\n"
+	         "[cpumond]\r\n"
+	         "interval=5s;not a comment without a space before\n"
+	         "interval_is_next_line = no\n", 0);
+	/* The last two lines make one error: the ';' needs a space before it. */
+	{
+		char *errs;
+
+		assert_int_equal(parse(text, &cfg, &errs), -EINVAL);
+		assert_string_equal(errs,
+		        "t.conf:10: interval: \"5s;not a comment without a space before\" is not a duration "
+		        "(such as 250ms, 3s, 2min, 1h, 1d)\n"
+		        "t.conf:11: interval_is_next_line: unknown key (expected interval, threshold, "
+		        "consecutive, cooldown, database or max_frames)\n");
+		free(errs);
+	}
+	*strstr(text, "interval=5s") = '\0';
+	parse_good(text, &cfg);
+	assert_int_equal(cfg.nwatches, 1);
+	assert_string_equal(cfg.watches[0].name, "spaced name");
+	assert_int_equal(cfg.watches[0].line, 4);
+	assert_string_equal(cfg.watches[0].comm, "nginx");
+	/* Indented, yet its own key and not a continuation of comm. */
+	assert_int_equal(cfg.watches[0].threshold, 900);
+	assert_string_equal(cfg.watches[0].cmdline, "a;b");
+	assert_string_equal(cfg.watches[0].exe, "/usr/sbin/nginx");
+	config_free(&cfg);
+}
+
+static void test_errors(void **state)
+{
+#define WATCH "[watch w]\nall = yes\n"
+	static const struct {
+		const char *text;
+		const char *errors;
+	} cases[] = {
+		{ "[cpumon]\ninterval = 3s\n" WATCH,
+		  "t.conf:1: [cpumon]: unknown section (expected [cpumond] or [watch NAME])\n" },
+		{ "[watchweb]\ncomm = x\n" WATCH,
+		  "t.conf:1: [watchweb]: unknown section (expected [cpumond] or [watch NAME])\n" },
+		{ "[cpumond]\nintervall = 3s\n" WATCH,
+		  "t.conf:2: intervall: unknown key (expected interval, threshold, consecutive, "
+		  "cooldown, database or max_frames)\n" },
+		{ WATCH "com = nginx\n",
+		  "t.conf:3: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, all, "
+		  "threshold, consecutive or cooldown)\n" },
+		{ "[cpumond]\ncomm = nginx\n" WATCH,
+		  "t.conf:2: comm: not a [cpumond] key (selectors go in [watch NAME])\n" },
+		{ WATCH "interval = 1s\n",
+		  "t.conf:3: interval: not a watch key (set it in [cpumond])\n" },
+		{ "[cpumond]\nthreshold = 700\nthreshold = 900\n" WATCH,
+		  "t.conf:3: threshold: duplicate key (first at line 2)\n" },
+		{ WATCH "all = no\n",
+		  "t.conf:3: all: duplicate key (first at line 2)\n" },
+		{ "[cpumond]\n[cpumond]\nthreshold = 5000\n" WATCH,
+		  "t.conf:2: [cpumond]: duplicate section (first at line 1)\n" },
+		{ WATCH "[watch w]\ncomm = x\n",
+		  "t.conf:3: [watch w]: duplicate watch (first at line 1)\n" },
+		{ "[watch]\nall = yes\n" WATCH,
+		  "t.conf:1: [watch]: no name (write [watch NAME])\n" },
+		{ "[watch   ]\n" WATCH,
+		  "t.conf:1: [watch]: no name (write [watch NAME])\n" },
+		{ "threshold = 900\n" WATCH,
+		  "t.conf:1: threshold: outside any section (put it under [cpumond] or [watch NAME])\n" },
+		{ "[cpumond]\nthreshold = 1200\n" WATCH,
+		  "t.conf:2: threshold: 1200 is out of range 1..1000\n" },
+		{ "[cpumond]\nthreshold = 0\n" WATCH,
+		  "t.conf:2: threshold: 0 is out of range 1..1000\n" },
+		{ "[cpumond]\nthreshold = 80%\n" WATCH,
+		  "t.conf:2: threshold: \"80%\" is not a number\n" },
+		{ "[cpumond]\nthreshold = 0x100\n" WATCH,
+		  "t.conf:2: threshold: \"0x100\" is not a number\n" },
+		{ WATCH "consecutive = 0\n",
+		  "t.conf:3: consecutive: 0 is out of range 1..1000\n" },
+		{ "[cpumond]\nmax_frames = 99999999999999999999\n" WATCH,
+		  "t.conf:2: max_frames: 99999999999999999999 is out of range 1..1024\n" },
+		{ "[cpumond]\ninterval = 3 s\n" WATCH,
+		  "t.conf:2: interval: \"3 s\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d)\n" },
+		{ "[cpumond]\ninterval = 50ms\n" WATCH,
+		  "t.conf:2: interval: 50ms is out of range 100ms..1h\n" },
+		{ "[cpumond]\ninterval = 2h\n" WATCH,
+		  "t.conf:2: interval: 2h is out of range 100ms..1h\n" },
+		{ WATCH "cooldown = 31d\n",
+		  "t.conf:3: cooldown: 31d is out of range 0ms..30d\n" },
+		{ "[watch w]\ncomm = 1234567890123456\n",
+		  "t.conf:2: comm: \"1234567890123456\" is longer than the kernel's 15 bytes "
+		  "(match the full name with cmdline)\n" },
+		{ "[watch w]\npid = 0\n",
+		  "t.conf:2: pid: 0 is out of range 1..4194304\n" },
+		{ "[watch w]\npid = -1\n",
+		  "t.conf:2: pid: -1 is out of range 1..4194304\n" },
+		{ "[watch w]\nexe = sbin/nginx\n",
+		  "t.conf:2: exe: sbin/nginx is not an absolute path\n" },
+		{ "[watch w]\npidfile = nginx.pid\n",
+		  "t.conf:2: pidfile: nginx.pid is not an absolute path\n" },
+		{ "[watch w]\ncmdline = (\n",
+		  "t.conf:2: cmdline: invalid regex \"(\": unmatched ( or \\(\n" },
+		{ "[watch w]\nuser = nosuchuser-cpumond\n",
+		  "t.conf:2: user: no user named \"nosuchuser-cpumond\"\n" },
+		{ "[watch w]\nuser = 4294967295\n",
+		  "t.conf:2: user: 4294967295 is out of range 0..4294967294\n" },
+		{ "[watch w]\nall = maybe\n",
+		  "t.conf:2: all: \"maybe\" is not a boolean (yes/no, true/false, on/off, 1/0)\n" },
+		{ "[watch w]\ncomm =\n",
+		  "t.conf:2: comm: no value\n" },
+		{ "[watch w]\ncomm = ; nginx\n",
+		  "t.conf:2: comm: no value\n" },
+		{ "[cpumond]\n\n[watch web]\nthreshold = 900\n",
+		  "t.conf:3: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		{ "[watch web]\nall = no\n",
+		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		{ "[watch web]\n" WATCH,
+		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		{ "[watch web]\ncom = nginx\n",
+		  "t.conf:2: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, all, "
+		  "threshold, consecutive or cooldown)\n"
+		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		{ "[cpumond]\ninterval = 1s\n",
+		  "t.conf:0: no [watch NAME] section: nothing to watch\n" },
+		{ "",
+		  "t.conf:0: no [watch NAME] section: nothing to watch\n" },
+		{ WATCH "comm nginx\n",
+		  "t.conf:3: \"comm nginx\": not a [section], key = value or ; comment\n" },
+		{ WATCH "= nginx\n",
+		  "t.conf:3: \"= nginx\": not a [section], key = value or ; comment\n" },
+		{ WATCH "comm ; = nginx\n",
+		  "t.conf:3: \"comm ; = nginx\": not a [section], key = value or ; comment\n" },
+		{ "[watch w\ncomm = x\n" WATCH,
+		  "t.conf:1: [watch w: no closing ']'\n" },
+		{ "[watch w] all = yes\ncomm = x\n",
+		  "t.conf:1: [watch w]: text after ']' (start a comment with ';')\n" },
+	};
+#undef WATCH
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		assert_errors(cases[i].text, cases[i].errors);
+	}
+}
+
+static void test_long_line(void **state)
+{
+	char text[512], expect[128];
+
+	(void)state;
+	snprintf(text, sizeof text, "[watch w]\nall = yes\ncmdline = %0250d\n", 0);
+	snprintf(expect, sizeof expect, "t.conf:3: line too long (260 bytes, at most 199)\n");
+	assert_errors(text, expect);
+}
+
+static void test_all_errors_reported(void **state)
+{
+	(void)state;
+	assert_errors("[cpumond]\n"
+	              "interval = 10\n"
+	              "threshold = 2000\n"
+	              "oops\n"
+	              "cooldown = soon\n"
+	              "\n"
+	              "[watch web]\n"
+	              "comm = nginx\n"
+	              "pid = 0\n"
+	              "also oops\n"
+	              "\n"
+	              "[watch idle]\n"
+	              "threshold = 100\n"
+	              "\n"
+	              "[watch web]\n"
+	              "[bogus]\n"
+	              "x = 1\n",
+	              "t.conf:3: threshold: 2000 is out of range 1..1000\n"
+	              "t.conf:4: \"oops\": not a [section], key = value or ; comment\n"
+	              "t.conf:5: cooldown: \"soon\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d)\n"
+	              "t.conf:9: pid: 0 is out of range 1..4194304\n"
+	              "t.conf:10: \"also oops\": not a [section], key = value or ; comment\n"
+	              "t.conf:12: [watch idle]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n"
+	              "t.conf:15: [watch web]: duplicate watch (first at line 7)\n"
+	              "t.conf:16: [bogus]: unknown section (expected [cpumond] or [watch NAME])\n");
+}
+
+static void test_durations(void **state)
+{
+	static const struct {
+		const char *text;
+		uint64_t ms;
+	} good[] = {
+		{ "250ms", 250 }, { "3s", 3000 }, { "3", 3000 }, { "2min", 120000 },
+		{ "1h", 3600000 }, { "14d", 1209600000 }, { "0", 0 }, { "0ms", 0 },
+		{ "007s", 7000 }, { "18446744073709551615ms", UINT64_MAX },
+		{ "213503982334d", UINT64_C(213503982334) * 86400000 },
+	};
+	static const char *const bad[] = {
+		"", "-1s", "+1s", " 3s", "3s ", "3 s", "1.5s", "s", "ms", "3sec", "3m",
+		"3S", "3s3", "0x10", "3ms5", "18446744073709551616ms", "18446744073709552s",
+		"213503982335d",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		uint64_t ms = 1;
+
+		print_message("good %s\n", good[i].text);
+		assert_int_equal(config_parse_duration(good[i].text, &ms), 0);
+		assert_int_equal(ms, good[i].ms);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		uint64_t ms = 42;
+
+		print_message("bad \"%s\"\n", bad[i]);
+		assert_int_equal(config_parse_duration(bad[i], &ms), -EINVAL);
+		assert_int_equal(ms, 42);
+	}
+}
+
+static char *print_to_string(const struct config *cfg)
+{
+	char *text;
+	size_t len;
+	FILE *f = open_memstream(&text, &len);
+
+	assert_non_null(f);
+	config_print(cfg, f);
+	fclose(f);
+	return text;
+}
+
+static void test_print(void **state)
+{
+	struct config cfg;
+	char *text;
+
+	(void)state;
+	parse_good("[watch web]\ncomm = nginx\ncooldown = 90s\n"
+	           "[watch batch]\nuser = root\nall = yes\nthreshold = 1000\ncooldown = 0\n"
+	           "[cpumond]\ninterval = 1500ms\ncooldown = 120\n", &cfg);
+	text = print_to_string(&cfg);
+	assert_string_equal(text,
+	                    "[cpumond]\n"
+	                    "interval = 1500ms\n"
+	                    "threshold = 800\n"
+	                    "consecutive = 1\n"
+	                    "cooldown = 2min\n"
+	                    "database = /var/lib/cpumond/cpumond.db\n"
+	                    "max_frames = 64\n"
+	                    "\n"
+	                    "[watch web]\n"
+	                    "comm = nginx\n"
+	                    "threshold = 800\n"
+	                    "consecutive = 1\n"
+	                    "cooldown = 90s\n"
+	                    "\n"
+	                    "[watch batch]\n"
+	                    "user = root\n"
+	                    "all = yes\n"
+	                    "threshold = 1000\n"
+	                    "consecutive = 1\n"
+	                    "cooldown = 0ms\n");
+	free(text);
+	config_free(&cfg);
+}
+
+static void assert_same_string(const char *a, const char *b)
+{
+	if (!a || !b)
+		assert_ptr_equal(a, b);
+	else
+		assert_string_equal(a, b);
+}
+
+static void assert_same_config(const struct config *a, const struct config *b)
+{
+	assert_int_equal(a->interval_ms, b->interval_ms);
+	assert_int_equal(a->threshold, b->threshold);
+	assert_int_equal(a->consecutive, b->consecutive);
+	assert_int_equal(a->cooldown_ms, b->cooldown_ms);
+	assert_string_equal(a->database, b->database);
+	assert_int_equal(a->max_frames, b->max_frames);
+	assert_int_equal(a->nwatches, b->nwatches);
+	for (size_t i = 0; i < a->nwatches; i++) {
+		const struct watch_config *x = &a->watches[i], *y = &b->watches[i];
+
+		assert_string_equal(x->name, y->name);
+		assert_int_equal(x->pid, y->pid);
+		assert_same_string(x->pidfile, y->pidfile);
+		assert_same_string(x->comm, y->comm);
+		assert_same_string(x->exe, y->exe);
+		assert_same_string(x->cmdline, y->cmdline);
+		assert_same_string(x->user, y->user);
+		assert_int_equal(x->uid, y->uid);
+		assert_int_equal(x->all, y->all);
+		assert_int_equal(x->threshold, y->threshold);
+		assert_int_equal(x->consecutive, y->consecutive);
+		assert_int_equal(x->cooldown_ms, y->cooldown_ms);
+	}
+}
+
+static void test_round_trip(void **state)
+{
+	struct config first, second;
+	char *text, *again;
+
+	(void)state;
+	parse_good("[watch every one]\n"
+	           "pid = 4242\n"
+	           "pidfile = /run/nginx.pid ; comment\n"
+	           "comm = nginx\n"
+	           "exe = /usr/sbin/nginx\n"
+	           "cmdline = ^nginx: (worker|cache) [a-z]+;x$\n"
+	           "user = 0\n"
+	           "all = on\n"
+	           "cooldown = 0\n"
+	           "[watch b]\n"
+	           "user = root\n"
+	           "threshold = 1\n"
+	           "consecutive = 1000\n"
+	           "cooldown = 30d\n"
+	           "[cpumond]\n"
+	           "interval = 100ms\n"
+	           "threshold = 999\n"
+	           "consecutive = 7\n"
+	           "cooldown = 86399999ms\n"
+	           "database = relative/cpumond.db\n"
+	           "max_frames = 1\n", &first);
+	text = print_to_string(&first);
+	parse_good(text, &second);
+	assert_same_config(&first, &second);
+	/* And printing is a fixed point. */
+	again = print_to_string(&second);
+	assert_string_equal(text, again);
+	free(text);
+	free(again);
+	config_free(&first);
+	config_free(&second);
+}
+
+static int load(const char *path, struct config *cfg, char **errs)
+{
+	size_t len;
+	FILE *f = open_memstream(errs, &len);
+	int rc;
+
+	assert_non_null(f);
+	rc = config_load(path, cfg, f);
+	fclose(f);
+	return rc;
+}
+
+static void test_shipped_config(void **state)
+{
+	struct config cfg;
+	char *errs;
+
+	(void)state;
+	assert_int_equal(load("config/cpumond.conf", &cfg, &errs), 0);
+	assert_string_equal(errs, "");
+	assert_string_equal(cfg.path, "config/cpumond.conf");
+	assert_int_equal(cfg.interval_ms, 3000);
+	assert_int_equal(cfg.threshold, 800);
+	assert_int_equal(cfg.consecutive, 1);
+	assert_int_equal(cfg.cooldown_ms, 60000);
+	assert_string_equal(cfg.database, CONFIG_DEFAULT_DATABASE);
+	assert_int_equal(cfg.max_frames, 64);
+	assert_int_equal(cfg.nwatches, 1);
+	assert_string_equal(cfg.watches[0].name, "all");
+	assert_true(cfg.watches[0].all);
+	assert_int_equal(cfg.watches[0].threshold, 800);
+	free(errs);
+	config_free(&cfg);
+}
+
+/* Every commented-out watch of the shipped file must be good too. */
+static void test_shipped_examples(void **state)
+{
+	struct config cfg;
+	char *text, *line;
+	size_t len;
+	FILE *in = fopen("config/cpumond.conf", "r"), *out = open_memstream(&text, &len);
+	ssize_t n;
+	size_t cap = 0;
+
+	(void)state;
+	assert_non_null(in);
+	assert_non_null(out);
+	line = NULL;
+	while ((n = getline(&line, &cap, in)) > 0)
+		fputs(line[0] == ';' && (line[1] == '[' || (line[1] >= 'a' && line[1] <= 'z')) ? line + 1 : line, out);
+	free(line);
+	fclose(in);
+	fclose(out);
+	/* "builder" is a user this host may not have: root is everywhere. */
+	memcpy(strstr(text, "user = builder"), "user = 0      ", 14);
+	parse_good(text, &cfg);
+	assert_int_equal(cfg.nwatches, 7);
+	assert_int_equal(cfg.watches[1].consecutive, 3);
+	free(text);
+	config_free(&cfg);
+}
+
+static void test_missing_file(void **state)
+{
+	struct config cfg;
+	char *errs;
+
+	(void)state;
+	memset(&cfg, 0xa5, sizeof cfg);
+	assert_int_equal(load("/nonexistent/cpumond.conf", &cfg, &errs), -ENOENT);
+	assert_string_equal(errs, "/nonexistent/cpumond.conf:0: cannot open: no such file or directory\n");
+	assert_zeroed(&cfg);
+	free(errs);
+}
+
+static void test_directory(void **state)
+{
+	struct config cfg;
+	char *errs;
+
+	(void)state;
+	memset(&cfg, 0xa5, sizeof cfg);
+	assert_int_equal(load("config", &cfg, &errs), -EISDIR);
+	assert_string_equal(errs, "config:0: cannot read: is a directory\n");
+	assert_zeroed(&cfg);
+	free(errs);
+}
+
+/* A file on disk: messages carry its path. */
+static void test_load_file(void **state)
+{
+	char path[] = "/tmp/test_config.XXXXXX";
+	static const char text[] = "[watch w]\nall = yes\nthreshold = 1001\n";
+	struct config cfg;
+	char *errs, expect[128];
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+	close(fd);
+	assert_int_equal(load(path, &cfg, &errs), -EINVAL);
+	snprintf(expect, sizeof expect, "%s:3: threshold: 1001 is out of range 1..1000\n", path);
+	assert_string_equal(errs, expect);
+	free(errs);
+	unlink(path);
+}
+
+static void test_free_zeroed(void **state)
+{
+	struct config cfg = { 0 };
+
+	(void)state;
+	config_free(&cfg);
+	config_free(&cfg);
+	assert_zeroed(&cfg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_overrides),
+		cmocka_unit_test(test_every_selector),
+		cmocka_unit_test(test_booleans),
+		cmocka_unit_test(test_layout),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_all_errors_reported),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_print),
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_shipped_config),
+		cmocka_unit_test(test_shipped_examples),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_directory),
+		cmocka_unit_test(test_load_file),
+		cmocka_unit_test(test_free_zeroed),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

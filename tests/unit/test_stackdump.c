@@ -1,0 +1,873 @@
+/* Unit tests of stackdump: the pure functions (hash, escaping, printing, the
+ * ELF and maps readers), then live dumps of build/tests/hotchain (path from
+ * $HOTCHAIN), skipped with a reason when it is missing or ptrace is not
+ * permitted. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "stackdump/elfinfo.h"
+#include "stackdump/procmaps.h"
+#include "stackdump/stackdump.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+static struct stackdump_frame frame(const char *module, const char *build_id,
+                                    uint64_t ip, uint64_t offset, uint64_t func_offset,
+                                    const char *symbol, uint64_t symbol_offset)
+{
+	struct stackdump_frame f = {
+		.ip = ip, .offset = offset, .func_offset = func_offset,
+		.module = (char *)(uintptr_t)module, .build_id = (char *)(uintptr_t)build_id,
+		.symbol = (char *)(uintptr_t)symbol, .symbol_offset = symbol_offset,
+	};
+	return f;
+}
+
+/* What put_escaped writes for S. */
+static char *escape(const char *s)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	stackdump_put_escaped(s, f);
+	fclose(f);
+	return buf;
+}
+
+/* ---- hash ---- */
+
+static void test_hash_ignores_ip_and_instruction(void **state)
+{
+	(void)state;
+	/* The same two functions caught at other instructions, loaded at other
+	 * addresses, with other symbol details: one stack. */
+	struct stackdump_frame a[] = {
+		frame("/opt/a", "0123abcd", 0x55550000113a, 0x113a, 0x1130, "leaf", 0xa),
+		frame("/usr/lib/libc.so.6", "feed", 0x7f00000891f5, 0x891f5, 0x891a0, NULL, 0),
+	};
+	struct stackdump_frame b[] = {
+		frame("/opt/a", "0123abcd", 0x56660000114f, 0x114f, 0x1130, "leaf", 0x1f),
+		frame("/usr/lib/libc.so.6", "feed", 0x7f11110891f5, 0x891f5, 0x891a0, "start_thread", 0x55),
+	};
+
+	assert_int_equal(stackdump_hash(a, 2), stackdump_hash(b, 2));
+	/* With a build-id the path does not count either (same file elsewhere). */
+	b[0].module = "/elsewhere/a";
+	assert_int_equal(stackdump_hash(a, 2), stackdump_hash(b, 2));
+}
+
+static void test_hash_differs(void **state)
+{
+	(void)state;
+	struct stackdump_frame a[] = {
+		frame("/opt/a", "0123abcd", 0, 0x113a, 0x1130, NULL, 0),
+		frame("/opt/b", "4567", 0, 0x2010, 0x2000, NULL, 0),
+	};
+	struct stackdump_frame other_func[] = {
+		frame("/opt/a", "0123abcd", 0, 0x113a, 0x1138, NULL, 0),
+		frame("/opt/b", "4567", 0, 0x2010, 0x2000, NULL, 0),
+	};
+	struct stackdump_frame swapped[] = { a[1], a[0] };
+	struct stackdump_frame other_module[] = {
+		frame("/opt/a", "0123abce", 0, 0x113a, 0x1130, NULL, 0),
+		frame("/opt/b", "4567", 0, 0x2010, 0x2000, NULL, 0),
+	};
+	uint64_t h = stackdump_hash(a, 2);
+
+	assert_int_not_equal(h, stackdump_hash(other_func, 2));
+	assert_int_not_equal(h, stackdump_hash(swapped, 2));
+	assert_int_not_equal(h, stackdump_hash(other_module, 2));
+	assert_int_not_equal(h, stackdump_hash(a, 1));
+}
+
+static void test_hash_uses_path_without_build_id(void **state)
+{
+	(void)state;
+	struct stackdump_frame a[] = { frame("/opt/a", "", 0x1000, 0x10, 0x0, NULL, 0) };
+	struct stackdump_frame b[] = { frame("/opt/a", "", 0x2000, 0x18, 0x0, "f", 8) };
+	struct stackdump_frame c[] = { frame("/opt/c", "", 0x1000, 0x10, 0x0, NULL, 0) };
+	struct stackdump_frame null_id[] = { frame("/opt/a", NULL, 0x1000, 0x10, 0x0, NULL, 0) };
+
+	assert_int_equal(stackdump_hash(a, 1), stackdump_hash(b, 1));
+	assert_int_not_equal(stackdump_hash(a, 1), stackdump_hash(c, 1));
+	assert_int_equal(stackdump_hash(a, 1), stackdump_hash(null_id, 1));
+}
+
+static void test_hash_fixed_and_never_zero(void **state)
+{
+	(void)state;
+	struct stackdump_frame a[] = {
+		frame("/opt/a", "0123abcd", 0, 0, 0x1130, NULL, 0),
+		frame("/usr/lib/x86_64-linux-gnu/libc.so.6", "", 0, 0, 0x891a0, NULL, 0),
+	};
+
+	/* FNV-1a 64 as documented in stackdump.h, computed independently:
+	 * stored hashes must stay valid across versions. */
+	assert_int_equal(stackdump_hash(a, 2), 0x233f80476ccf8781ull);
+	assert_int_equal(stackdump_hash(a, 0), 0);
+
+	/* Never 0 for nframes > 0, whatever the input. */
+	uint64_t x = 42;
+	for (int i = 0; i < 100000; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		struct stackdump_frame f = frame("", "", 0, 0, x, NULL, 0);
+		assert_int_not_equal(stackdump_hash(&f, 1), 0);
+	}
+	struct stackdump_frame none = frame(NULL, NULL, 0, 0, 0, NULL, 0);
+	assert_int_not_equal(stackdump_hash(&none, 1), 0);
+}
+
+/* ---- escaping and printing ---- */
+
+static void test_escape_table(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "", "" },
+		{ "plain_name+x", "plain_name+x" },
+		{ "a\\b", "a\\\\b" },
+		{ "tab\there", "tab\\x09here" },
+		{ "nl\n", "nl\\x0a" },
+		{ "\x1b[31mred", "\\x1b[31mred" },
+		{ "del\x7f", "del\\x7f" },
+		{ "caf\xc3\xa9", "caf\xc3\xa9" },                 /* é */
+		{ "\xe2\x82\xac", "\xe2\x82\xac" },               /* € */
+		{ "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80" },       /* U+1F600 */
+		{ "\xc2\xa0", "\xc2\xa0" },                       /* U+00A0, first after C1 */
+		{ "\xc2\x9b", "\\xc2\\x9b" },                     /* U+009B CSI: a C1 control */
+		{ "\xc2\x80", "\\xc2\\x80" },
+		{ "\xff", "\\xff" },
+		{ "\xfe\xfe", "\\xfe\\xfe" },
+		{ "x\xc3", "x\\xc3" },                            /* truncated sequence */
+		{ "\xc3(", "\\xc3(" },                            /* bad continuation */
+		{ "\xc0\xaf", "\\xc0\\xaf" },                     /* overlong '/' */
+		{ "\xe0\x80\xaf", "\\xe0\\x80\\xaf" },            /* overlong, 3 bytes */
+		{ "\xed\xa0\x80", "\\xed\\xa0\\x80" },            /* surrogate U+D800 */
+		{ "\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80" },   /* above U+10FFFF */
+		{ "\xf0\x9f\x98", "\\xf0\\x9f\\x98" },            /* 4-byte, cut short */
+		{ "\x80", "\\x80" },                              /* lone continuation */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = escape(cases[i].in);
+		if (strcmp(got, cases[i].out) != 0)
+			fail_msg("case %zu: escaped \"%s\", want \"%s\"", i, got, cases[i].out);
+		free(got);
+	}
+	char *got = escape(NULL);
+	assert_string_equal(got, "");
+	free(got);
+}
+
+static void test_print_format(void **state)
+{
+	(void)state;
+	struct stackdump_frame frames[] = {
+		frame("/x/hotchain", "ab", 0x5555555551a4, 0x11a4, 0x1180, "hot_leaf", 0x24),
+		frame("/usr/lib/x86_64-linux-gnu/libc.so.6", "cd", 0x7ffff7e1f1f5, 0x891f5, 0x891a0, NULL, 0),
+		frame("/tmp/we\\ird\x1b", "", 0x1000, 0x1000, 0x1000, "evil\x1b]0;", 0),
+		frame("?", "", 0x7f0000001234, 0x7f0000001234, 0x7f0000001234, NULL, 0),
+	};
+	struct stackdump_stack st = { .frames = frames, .nframes = 4, .truncated = true };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	stackdump_print(&st, "  ", f);
+	st.truncated = false;
+	st.nframes = 1;
+	stackdump_print(&st, NULL, f);
+	fclose(f);
+	assert_string_equal(buf,
+		"  #0 hot_leaf+0x24 (/x/hotchain)\n"
+		"  #1 /usr/lib/x86_64-linux-gnu/libc.so.6+0x891f5\n"
+		"  #2 evil\\x1b]0;+0x0 (/tmp/we\\\\ird\\x1b)\n"
+		"  #3 ?+0x7f0000001234\n"
+		"    (truncated at 4 frames)\n"
+		"#0 hot_leaf+0x24 (/x/hotchain)\n");
+	free(buf);
+}
+
+/* ---- the ELF reader ---- */
+
+static int test_marker_function(int x)
+{
+	return x * 3 + 1;
+}
+
+/* This test program's own file: /proc/self/exe. */
+static unsigned char *self_image(size_t *size)
+{
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	struct stat st;
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	unsigned char *buf = malloc((size_t)st.st_size);
+	assert_non_null(buf);
+	assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	*size = (size_t)st.st_size;
+	return buf;
+}
+
+static void test_elfinfo_self(void **state)
+{
+	(void)state;
+	struct elfinfo ei;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(elfinfo_read_fd(fd, &ei), 0);
+	close(fd);
+	assert_true(strlen(ei.build_id) >= 16);   /* gcc and ld give 20 bytes: 40 digits */
+	assert_true(ei.nloads >= 2);
+	assert_true(ei.has_eh_table);
+	assert_non_null(ei.eh_data);
+
+	/* Find test_marker_function by name, then by address. */
+	uint64_t value = 0;
+	for (size_t i = 0; i < ei.nsyms; i++)
+		if (strcmp(ei.strtab + ei.syms[i].name, "test_marker_function") == 0)
+			value = ei.syms[i].value;
+	assert_int_not_equal(value, 0);
+	uint64_t start = 0;
+	const char *name = elfinfo_symbol(&ei, value + 1, &start);
+	assert_non_null(name);
+	assert_string_equal(name, "test_marker_function");
+	assert_int_equal(start, value);
+
+	/* The symbol's address, relocated by the loader, gives the load bias
+	 * back through the file offset of the mapping: the same vaddr. */
+	struct procmaps m;
+	assert_int_equal(procmaps_read(getpid(), &m), 0);
+	uint64_t addr = (uint64_t)(uintptr_t)&test_marker_function;
+	const struct procmaps_entry *e = procmaps_find(&m, addr);
+	assert_non_null(e);
+	uint64_t vaddr;
+	assert_true(elfinfo_vaddr(&ei, addr - e->start + e->pgoff, &vaddr));
+	assert_int_equal(vaddr, value);
+	procmaps_free(&m);
+	assert_int_equal(test_marker_function(1), 4);
+	elfinfo_free(&ei);
+}
+
+static void test_elfinfo_rejects(void **state)
+{
+	(void)state;
+	struct elfinfo ei;
+	static const char text[] = "#!/bin/sh\necho not an elf\n";
+
+	assert_int_equal(elfinfo_read_mem(text, sizeof(text), &ei), -ENOEXEC);
+	assert_int_equal(elfinfo_read_mem(text, 0, &ei), -ENOEXEC);
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);   /* not a regular file */
+	assert_true(fd >= 0);
+	assert_int_equal(elfinfo_read_fd(fd, &ei), -ENOEXEC);
+	close(fd);
+	elfinfo_free(&ei);
+}
+
+/* Hostile images: every short prefix, and a few thousand random corruptions
+ * of the headers and of the whole file.  Nothing may crash or read out of
+ * bounds (run under ASan to see the latter). */
+static void test_elfinfo_hostile(void **state)
+{
+	(void)state;
+	size_t size;
+	unsigned char *good = self_image(&size);
+	unsigned char *bad = malloc(size);
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	struct elfinfo ei;
+
+	assert_non_null(bad);
+	for (size_t len = 0; len < size && len < 16384; len += len < 4096 ? 1 : 61) {
+		/* A fresh buffer of exactly LEN bytes, so ASan sees overreads. */
+		unsigned char *cut = malloc(len ? len : 1);
+		assert_non_null(cut);
+		memcpy(cut, good, len);
+		if (elfinfo_read_mem(cut, len, &ei) == 0)
+			elfinfo_free(&ei);
+		free(cut);
+	}
+	for (int round = 0; round < 3000; round++) {
+		memcpy(bad, good, size);
+		for (int k = 0; k < 8; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			/* Mostly the ELF, program and section headers. */
+			size_t pos = (k & 1) ? (size_t)(x >> 8) % size : (size_t)(x >> 8) % 4096 % size;
+			bad[pos] = (unsigned char)x;
+			if (k == 7 && size > 64) {
+				/* And a whole bogus offset or count in the ELF header. */
+				size_t at = 0x18 + (size_t)(x >> 40) % 0x28;
+				memcpy(bad + at, &x, at + 8 <= 64 ? 8 : 1);
+			}
+		}
+		if (elfinfo_read_mem(bad, size, &ei) == 0) {
+			uint64_t start, v;
+			for (int q = 0; q < 16; q++) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				elfinfo_symbol(&ei, x % (size * 2), &start);
+				elfinfo_vaddr(&ei, x % (size * 2), &v);
+				elfinfo_eh_word(&ei, x % (size * 2), &v);
+			}
+			elfinfo_free(&ei);
+		}
+	}
+	free(bad);
+	free(good);
+}
+
+/* ---- the maps parser ---- */
+
+static void test_procmaps_parse(void **state)
+{
+	(void)state;
+	static const char text[] =
+		"55d4c0a00000-55d4c0a01000 r--p 00000000 fe:01 1234567                    /usr/bin/my prog\n"
+		"55d4c0a01000-55d4c0a02000 r-xp 00001000 fe:01 1234567                    /usr/bin/my prog\n"
+		"55d4c1000000-55d4c1021000 rw-p 00000000 00:00 0                          [heap]\n"
+		"7f1c2b600000-7f1c2b628000 r-xp 00000000 103:02 42                        /lib/gone.so (deleted)\n"
+		"7f1c2b700000-7f1c2b701000 rw-p 00000000 00:00 0 \n"
+		"this line is garbage\n"
+		"7ffd3a1fe000-7ffd3a200000 r-xp 00000000 00:00 0                          [vdso]\n"
+		"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]";
+	struct procmaps m;
+
+	assert_int_equal(procmaps_parse(text, strlen(text), &m), 0);
+	assert_int_equal(m.n, 7);
+	assert_string_equal(m.v[0].path, "/usr/bin/my prog");
+	assert_string_equal(m.v[1].perms, "r-xp");
+	assert_int_equal(m.v[1].pgoff, 0x1000);
+	assert_int_equal(m.v[1].inode, 1234567);
+	assert_int_equal(m.v[3].dev_major, 0x103);
+	assert_int_equal(m.v[3].dev_minor, 2);
+	assert_string_equal(m.v[3].path, "/lib/gone.so (deleted)");
+	assert_string_equal(m.v[4].path, "");
+	assert_string_equal(m.v[5].path, "[vdso]");
+
+	const struct procmaps_entry *e = procmaps_find(&m, 0x55d4c0a01abc);
+	assert_non_null(e);
+	assert_int_equal(e->start, 0x55d4c0a01000);
+	assert_null(procmaps_find(&m, 0x55d4c0a02000));
+	assert_null(procmaps_find(&m, 0));
+	assert_non_null(procmaps_find(&m, 0xffffffffff600fff));
+	procmaps_free(&m);
+}
+
+/* ---- live dumps of hotchain ---- */
+
+static struct {
+	pid_t pid, hot, idle[8];
+	int nidle;
+	char why[512];      /* why the live tests skip, "" when they run */
+} target;
+
+static struct stackdump *sd;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void stop_target(void)
+{
+	int st;
+
+	if (target.pid <= 0)
+		return;
+	kill(target.pid, SIGTERM);
+	kill(target.pid, SIGCONT);      /* in case a test left it stopped */
+	for (uint64_t end = now_ms() + 2000; now_ms() < end;) {
+		if (waitpid(target.pid, &st, WNOHANG) == target.pid) {
+			target.pid = 0;
+			return;
+		}
+		usleep(10000);
+	}
+	kill(target.pid, SIGKILL);
+	waitpid(target.pid, &st, 0);
+	target.pid = 0;
+}
+
+/* Starts hotchain and reads its announcement, with a deadline. */
+static int start_target(void **state)
+{
+	const char *path = getenv("HOTCHAIN") ? getenv("HOTCHAIN") : "build/tests/hotchain";
+	char buf[4096] = "";
+	size_t len = 0;
+	int fds[2];
+
+	(void)state;
+	sd = stackdump_new();
+	if (!sd)
+		return -1;
+	if (access(path, X_OK) < 0) {
+		snprintf(target.why, sizeof(target.why),
+		         "%s: %s (build it, or set HOTCHAIN)", path, strerror(errno));
+		return 0;
+	}
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	target.pid = fork();
+	if (target.pid < 0)
+		return -1;
+	if (target.pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		execl(path, path, "--threads", "3", "--hot", "1", "--timeout", "60", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	for (uint64_t end = now_ms() + 10000; !strstr(buf, "ready\n");) {
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+		uint64_t now = now_ms();
+		ssize_t n;
+
+		if (now >= end || poll(&pfd, 1, (int)(end - now)) <= 0 ||
+		    (n = read(fds[0], buf + len, sizeof(buf) - 1 - len)) <= 0) {
+			snprintf(target.why, sizeof(target.why), "%s did not say ready", path);
+			close(fds[0]);
+			stop_target();
+			return 0;
+		}
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	close(fds[0]);
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		int v;
+		if (sscanf(line, "hot %d", &v) == 1)
+			target.hot = v;
+		else if (sscanf(line, "idle %d", &v) == 1 && target.nidle < 8)
+			target.idle[target.nidle++] = v;
+	}
+	if (target.hot <= 0 || target.nidle != 2) {
+		snprintf(target.why, sizeof(target.why), "%s printed no hot/idle tids", path);
+		stop_target();
+	}
+	return 0;
+}
+
+static int stop_target_fixture(void **state)
+{
+	(void)state;
+	stop_target();
+	stackdump_free(sd);
+	return 0;
+}
+
+/* Skips the test, saying why, when there is no target. */
+static void require_target(void)
+{
+	if (target.why[0]) {
+		print_message("skipped: %s\n", target.why);
+		skip();
+	}
+}
+
+/* Dumps TID of the target; skips the test when ptrace is not permitted. */
+static int dump(pid_t tid, struct stackdump_stack *st)
+{
+	require_target();
+	int r = stackdump_thread(sd, target.pid, tid, 64, st);
+	if (r == -EPERM) {
+		print_message("skipped: ptrace not permitted: %s\n", st->error);
+		stackdump_stack_free(st);
+		skip();
+	}
+	return r;
+}
+
+/* Index of frame NAME in ST, or -1. */
+static int find_symbol(const struct stackdump_stack *st, const char *name)
+{
+	for (size_t i = 0; i < st->nframes; i++)
+		if (st->frames[i].symbol && strcmp(st->frames[i].symbol, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The state letter and TracerPid of thread TID of process PID. */
+static void thread_status(pid_t pid, pid_t tid, char *state, long *tracer)
+{
+	char path[64], buf[4096];
+
+	*state = '?';
+	*tracer = -1;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	assert_non_null(f);
+	while (fgets(buf, sizeof(buf), f)) {
+		sscanf(buf, "State: %c", state);
+		sscanf(buf, "TracerPid: %ld", tracer);
+	}
+	fclose(f);
+}
+
+/* Waits (1 s at most) until TID runs again: not in a ptrace stop ('t'), and
+ * without tracer -- and in state WANT unless it is 0.  Returns the state. */
+static char running_again_in(pid_t pid, pid_t tid, char want)
+{
+	char state;
+	long tracer;
+
+	for (uint64_t end = now_ms() + 1000;; usleep(1000)) {
+		thread_status(pid, tid, &state, &tracer);
+		if ((state != 't' && tracer == 0 && (!want || state == want)) || now_ms() >= end)
+			break;
+	}
+	assert_int_not_equal(state, 't');
+	assert_int_equal(tracer, 0);
+	return state;
+}
+
+static char running_again(pid_t tid, char want)
+{
+	return running_again_in(target.pid, tid, want);
+}
+
+static void test_live_hot_chain(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+	static const char *chain[] = { "hot_leaf", "hot_mid", "hot_root", "hot_thread_main" };
+
+	assert_int_equal(dump(target.hot, &st), 0);
+	assert_string_equal(st.error, "");
+	assert_true(st.stop_ns > 0);
+	assert_true(st.nframes >= 4);
+	assert_int_not_equal(st.hash, 0);
+	assert_int_equal(st.hash, stackdump_hash(st.frames, st.nframes));
+
+	int at = find_symbol(&st, "hot_leaf");
+	if (at < 0) {
+		stackdump_print(&st, "  ", stderr);
+		fail_msg("hot_leaf not in the stack");
+	}
+	assert_true((size_t)at + 4 <= st.nframes);
+	for (int i = 0; i < 4; i++) {
+		const struct stackdump_frame *f = &st.frames[at + i];
+		assert_non_null(f->symbol);
+		assert_string_equal(f->symbol, chain[i]);
+		size_t n = strlen(f->module);
+		assert_true(n >= 8 && strcmp(f->module + n - 8, "hotchain") == 0);
+		assert_true(strlen(f->build_id) > 0);
+		/* Module offsets, not addresses: the symbol's start is the FDE's. */
+		assert_true(f->offset <= f->ip);
+		assert_int_equal(f->offset - f->symbol_offset, f->func_offset);
+	}
+	running_again(target.hot, 0);
+	stackdump_stack_free(&st);
+}
+
+static void test_live_hash_stable(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+	uint64_t hash = 0, leaf_ip = 0;
+	bool leaf_moved = false;
+
+	/* The hot loop is caught at different instructions; the hash stays. */
+	for (int i = 0; i < 30 && !(i >= 2 && leaf_moved); i++) {
+		assert_int_equal(dump(target.hot, &st), 0);
+		if (i == 0) {
+			hash = st.hash;
+			leaf_ip = st.frames[0].ip;
+		}
+		assert_int_equal(st.hash, hash);
+		leaf_moved |= st.frames[0].ip != leaf_ip;
+		stackdump_stack_free(&st);
+	}
+	/* hot_leaf's loop has a dozen instructions: 30 dumps at one is a bug. */
+	assert_true(leaf_moved);
+	running_again(target.hot, 0);
+}
+
+static void test_live_idle(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+
+	require_target();
+	for (int i = 0; i < target.nidle; i++) {
+		assert_int_equal(dump(target.idle[i], &st), 0);
+		assert_true(st.nframes >= 2);
+		if (find_symbol(&st, "idle_thread_main") < 0) {
+			stackdump_print(&st, "  ", stderr);
+			fail_msg("idle_thread_main not in the stack of tid %d", (int)target.idle[i]);
+		}
+		assert_true(find_symbol(&st, "pthread_cond_wait") >= 0);
+		/* It was blocked in futex(); interrupted and restarted, it blocks again. */
+		char s = running_again(target.idle[i], 0);
+		assert_true(s == 'S' || s == 'R');
+		stackdump_stack_free(&st);
+	}
+	assert_int_equal(stackdump_poll(sd), 0);
+}
+
+static void test_live_group_stopped(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+
+	require_target();
+	/* A process stopped by SIGSTOP stays stopped after the dump. */
+	assert_int_equal(kill(target.pid, SIGSTOP), 0);
+	for (uint64_t end = now_ms() + 1000; now_ms() < end; usleep(1000)) {
+		char path[64], buf[256];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)target.pid, (int)target.hot);
+		FILE *f = fopen(path, "re");
+		assert_non_null(f);
+		char *ok = fgets(buf, sizeof(buf), f);
+		fclose(f);
+		if (ok && strstr(buf, ") T "))
+			break;
+	}
+	int r = dump(target.hot, &st);
+	/* Detached, it passes through R on its way back into the group-stop. */
+	char s = running_again(target.hot, 'T');
+	kill(target.pid, SIGCONT);
+	assert_int_equal(r, 0);
+	assert_true(find_symbol(&st, "hot_leaf") >= 0);
+	assert_int_equal(s, 'T');
+	stackdump_stack_free(&st);
+}
+
+static void test_live_errors(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+
+	require_target();
+	/* No such thread in that process. */
+	assert_int_equal(stackdump_thread(sd, target.pid, 0x7ffffff0, 64, &st), -ESRCH);
+	assert_string_equal(st.error, "tid 2147483632 exited");
+	assert_int_equal(st.nframes, 0);
+	stackdump_stack_free(&st);
+
+	assert_int_equal(stackdump_thread(sd, target.pid, target.hot, 0, &st), -EINVAL);
+	assert_true(strlen(st.error) > 0);
+	stackdump_stack_free(&st);
+	assert_int_equal(stackdump_thread(sd, target.pid, target.hot, STACKDUMP_MAX_FRAMES + 1, &st),
+	                 -EINVAL);
+	stackdump_stack_free(&st);
+
+	/* One frame asked: the rest is cut off, and said so. */
+	assert_int_equal(dump(target.hot, &st), 0);
+	stackdump_stack_free(&st);
+	assert_int_equal(stackdump_thread(sd, target.pid, target.hot, 1, &st), 0);
+	assert_int_equal(st.nframes, 1);
+	assert_true(st.truncated);
+	stackdump_stack_free(&st);
+
+	/* Our own threads cannot be traced. */
+	assert_int_equal(stackdump_thread(sd, getpid(), getpid(), 64, &st), -EPERM);
+	assert_true(strlen(st.error) > 0);
+	stackdump_stack_free(&st);
+
+	stackdump_forget(sd, target.pid);
+	stackdump_forget(sd, target.pid);
+	running_again(target.hot, 0);
+}
+
+/* A thread that cannot get a CPU for 400 ms (a SCHED_FIFO hog holds the
+ * only CPU it may use) does not stop within the 100 ms deadline: the dump
+ * gives up, the thread stays pending, and stackdump_poll() releases it once
+ * it has stopped.  Kernels with a fair deadline server (6.12+) may still
+ * give it a slice within the 100 ms: then the hog is tried again, and the
+ * test skips when the thread never missed the deadline. */
+static pid_t spawn_pinned(int cpu, int fifo_prio, int ready_fd, unsigned ms)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		cpu_set_t one;
+		struct sched_param p = { .sched_priority = fifo_prio };
+
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		sched_setaffinity(0, sizeof(one), &one);
+		if (fifo_prio && sched_setscheduler(0, SCHED_FIFO, &p) < 0)
+			_exit(1);
+		alarm(10);
+		(void)!write(ready_fd, "x", 1);
+		for (uint64_t end = now_ms() + ms; now_ms() < end;)
+			;
+		_exit(0);
+	}
+	return pid;
+}
+
+static void test_live_timeout_pending(void **state)
+{
+	(void)state;
+	struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
+	struct stackdump_stack st;
+	cpu_set_t mine, one;
+	int cpus[2], ncpus = 0, ready[2], r1 = 0, pending = -1, r2 = 0;
+	char c;
+
+	sched_getaffinity(0, sizeof(mine), &mine);
+	for (int k = 0; k < CPU_SETSIZE && ncpus < 2; k++)
+		if (CPU_ISSET(k, &mine))
+			cpus[ncpus++] = k;
+	if (ncpus < 2) {
+		print_message("skipped: needs two CPUs\n");
+		skip();
+	}
+	if (sched_setscheduler(0, SCHED_FIFO, &fifo) < 0) {
+		print_message("skipped: SCHED_FIFO not permitted: %s\n", strerror(errno));
+		skip();
+	}
+	sched_setscheduler(0, SCHED_OTHER, &other);
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	CPU_ZERO(&one);
+	CPU_SET(cpus[0], &one);
+	sched_setaffinity(0, sizeof(one), &one);
+
+	pid_t spinner = spawn_pinned(cpus[1], 0, ready[1], 10000);
+	bool ok = read(ready[0], &c, 1) == 1;
+	for (int attempt = 0; ok && attempt < 5 && r1 != -ETIMEDOUT; attempt++) {
+		pid_t hog = spawn_pinned(cpus[1], 50, ready[1], 400);
+		/* The hog runs: from now the spinner gets no CPU (or little). */
+		ok = read(ready[0], &c, 1) == 1;
+		r1 = stackdump_thread(sd, spinner, spinner, 64, &st);
+		stackdump_stack_free(&st);
+		pending = stackdump_poll(sd);
+		if (r1 == -ETIMEDOUT) {
+			r2 = stackdump_thread(sd, spinner, spinner, 64, &st);
+			stackdump_stack_free(&st);
+		}
+		waitpid(hog, NULL, 0);
+	}
+	close(ready[0]);
+	close(ready[1]);
+	uint64_t t0 = now_ms();
+	while (stackdump_poll(sd) > 0 && now_ms() < t0 + 3000)
+		usleep(5000);
+	int left = stackdump_poll(sd);
+	char s = left == 0 ? running_again_in(spinner, spinner, 0) : '?';
+	int r3 = stackdump_thread(sd, spinner, spinner, 64, &st);
+	size_t n3 = st.nframes;
+	stackdump_stack_free(&st);
+
+	sched_setaffinity(0, sizeof(mine), &mine);
+	kill(spinner, SIGKILL);
+	waitpid(spinner, NULL, 0);
+	stackdump_forget(sd, spinner);
+
+	assert_true(ok);
+	assert_int_equal(left, 0);
+	assert_int_equal(s, 'R');
+	assert_int_equal(r3, 0);
+	assert_true(n3 >= 1);
+	if (r1 != -ETIMEDOUT) {
+		print_message("skipped: the spinner always got a CPU within 100 ms\n");
+		skip();
+	}
+	assert_int_equal(pending, 1);
+	assert_int_equal(r2, -EAGAIN);
+}
+
+/* A vfork() parent waits in uninterruptible sleep (D) until its child
+ * execs or exits: it is not interrupted, and said so. */
+static void test_live_uninterruptible(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+	int fds[2];
+	pid_t child = -1;
+
+	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+	pid_t helper = fork();
+	assert_true(helper >= 0);
+	if (helper == 0) {
+		if (vfork() == 0) {
+			pid_t me = getpid();
+			(void)!write(fds[1], &me, sizeof(me));
+			usleep(1500 * 1000);
+			_exit(0);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &child, sizeof(child)), sizeof(child));
+	close(fds[0]);
+	char s = '?';
+	long tracer;
+	for (uint64_t end = now_ms() + 1000; s != 'D' && now_ms() < end; usleep(1000))
+		thread_status(helper, helper, &s, &tracer);
+	int r = s == 'D' ? stackdump_thread(sd, helper, helper, 64, &st) : 0;
+	char msg[256];
+	snprintf(msg, sizeof(msg), "%s", s == 'D' ? st.error : "");
+	if (s == 'D')
+		stackdump_stack_free(&st);
+	thread_status(helper, helper, &s, &tracer);
+	kill(child, SIGKILL);
+	kill(helper, SIGKILL);
+	waitpid(helper, NULL, 0);
+	stackdump_forget(sd, helper);
+
+	assert_int_equal(r, -EAGAIN);
+	char want[128];
+	snprintf(want, sizeof(want), "tid %d is in uninterruptible sleep (D)", (int)helper);
+	assert_string_equal(msg, want);
+	assert_int_equal(tracer, 0);     /* not even seized */
+}
+
+int main(void)
+{
+	const struct CMUnitTest pure[] = {
+		cmocka_unit_test(test_hash_ignores_ip_and_instruction),
+		cmocka_unit_test(test_hash_differs),
+		cmocka_unit_test(test_hash_uses_path_without_build_id),
+		cmocka_unit_test(test_hash_fixed_and_never_zero),
+		cmocka_unit_test(test_escape_table),
+		cmocka_unit_test(test_print_format),
+		cmocka_unit_test(test_elfinfo_self),
+		cmocka_unit_test(test_elfinfo_rejects),
+		cmocka_unit_test(test_elfinfo_hostile),
+		cmocka_unit_test(test_procmaps_parse),
+	};
+	const struct CMUnitTest live[] = {
+		cmocka_unit_test(test_live_hot_chain),
+		cmocka_unit_test(test_live_hash_stable),
+		cmocka_unit_test(test_live_idle),
+		cmocka_unit_test(test_live_group_stopped),
+		cmocka_unit_test(test_live_errors),
+		cmocka_unit_test(test_live_timeout_pending),
+		cmocka_unit_test(test_live_uninterruptible),
+	};
+	/* TEST_FILTER=test_live_idle runs the matching tests only. */
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	int failed = cmocka_run_group_tests_name("stackdump", pure, NULL, NULL);
+
+	failed += cmocka_run_group_tests_name("stackdump live", live, start_target,
+	                                      stop_target_fixture);
+	return failed ? 1 : 0;
+}
