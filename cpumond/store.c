@@ -377,7 +377,7 @@ static int create_file(struct store *st)
 
 /* Reads the schema version, refusing a file that is not a database, is from a
  * newer cpumond, or is some other program's database.  Only reads. */
-static int check_version(struct store *st, int64_t *version)
+static int check_version_read(struct store *st, int64_t *version)
 {
 	int64_t tables;
 	int e;
@@ -412,6 +412,23 @@ static int check_version(struct store *st, int64_t *version)
 		}
 	}
 	return 0;
+}
+
+/* Both reads in one read transaction: the daemon creates the tables and sets
+ * user_version in one transaction, and a reader between two separate reads
+ * would see the tables without the version and refuse a good database. */
+static int check_version(struct store *st, int64_t *version)
+{
+	int e = exec(st, "BEGIN", "cannot read the schema version");
+	int rc;
+
+	if (e < 0)
+		return e;
+	e = check_version_read(st, version);
+	rc = sqlite3_exec(st->db, e < 0 ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK && e == 0)
+		return sql_fail(st, rc, "cannot end the schema read");
+	return e;
 }
 
 static int set_pragmas(struct store *st)
@@ -460,7 +477,7 @@ static int migrate(struct store *st)
 	e = exec(st, "BEGIN IMMEDIATE", "cannot begin the schema update");
 	if (e < 0)
 		return e;
-	e = check_version(st, &version);
+	e = check_version_read(st, &version);
 	for (; e == 0 && version < STORE_SCHEMA_VERSION; version++) {
 		e = exec(st, migrations[version], "cannot update the schema");
 		if (e < 0)

@@ -12,6 +12,7 @@ ends with "N passed, N failed".
 import argparse
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -136,7 +137,7 @@ def is_subsequence(needle, hay):
     return all(any(x == y for y in it) for x in needle)
 
 
-def write_config(path, db, pid, interval="300ms", extra=""):
+def write_config(path, db, pid, pid2, interval="300ms"):
     with open(path, "w") as f:
         f.write(f"""[cpumond]
 interval = {interval}
@@ -149,7 +150,10 @@ comm = no-such-proc-x
 
 [watch target]
 pid = {pid}
-{extra}""")
+
+[watch second]
+pid = {pid2}
+""")
 
 
 def test_cli(build, tmp):
@@ -160,7 +164,7 @@ def test_cli(build, tmp):
     with open(bad, "w") as f:
         f.write("[cpumond]\nthreshold = 1200\n")
     good = os.path.join(tmp, "good.conf")
-    write_config(good, os.path.join(tmp, "never", "x.db"), 1)
+    write_config(good, os.path.join(tmp, "never", "x.db"), 1, 2)
     table = [
         ([cpumond, "--version"], 0, None),
         ([cpumond, "--help"], 0, None),
@@ -200,12 +204,17 @@ def test_daemon(build, tmp):
     cpumond = os.path.join(build, "cpumond")
     db = os.path.join(tmp, "state", "cpumond.db")   # the directory does not exist yet
     conf = os.path.join(tmp, "cpumond.conf")
-    target = Target(build, threads=4, hot=2)
+    # Two processes of the same binary, one hot thread each (2 cores): the
+    # same code path must hash the same at their different load addresses.
+    target = Target(build, threads=4, hot=1)
+    second = Target(build, threads=2, hot=1)
+    hot = target.hot + second.hot
     daemon = tail = None
     try:
-        check("target started", target.pid and len(target.hot) == 2 and len(target.idle) == 2,
-              f"pid {target.pid} hot {target.hot} idle {target.idle}")
-        write_config(conf, db, target.pid)
+        check("targets started", target.pid and len(target.hot) == 1 and len(target.idle) == 3
+              and second.pid and len(second.hot) == 1,
+              f"pid {target.pid} hot {target.hot} idle {target.idle}; pid {second.pid}")
+        write_config(conf, db, target.pid, second.pid)
         errlog = open(os.path.join(tmp, "daemon.err"), "w+")
         daemon = subprocess.Popen([cpumond, "-c", conf], stderr=errlog, stdout=errlog)
         tail = subprocess.Popen([cpumond, "tail", "-f", "--json", "-d", db],
@@ -213,7 +222,7 @@ def test_daemon(build, tmp):
 
         def hot_events():
             rows = query(db, "SELECT DISTINCT tid FROM events")
-            return {r[0] for r in rows} >= set(target.hot) and rows
+            return {r[0] for r in rows} >= set(hot) and rows
         check("events for the hot threads", poll(hot_events, 30),
               f"events: {query(db, 'SELECT tid, error FROM events')}")
         # Two more cycles: the cooldown (1h) must keep it at one event per thread.
@@ -221,14 +230,15 @@ def test_daemon(build, tmp):
         rows = query(db, "SELECT id, tid, thread, comm, usage, threshold, consecutive, "
                          "stop_us, error, pid FROM events ORDER BY id")
         tids = [r[1] for r in rows]
-        check("exactly the hot tids, once each", sorted(tids) == sorted(target.hot),
-              f"got {tids}, hot {target.hot}, idle {target.idle}")
+        check("exactly the hot tids, once each", sorted(tids) == sorted(hot),
+              f"got {tids}, hot {hot}, idle {target.idle + second.idle}")
         for (eid, tid, thread, comm, usage, threshold, consecutive, stop_us, error, pid) in rows:
             stack = event_stack(db, eid)
             check(f"event {tid}: stack holds the hot chain in order", is_subsequence(HOT_CHAIN, stack),
                   f"stack {stack}, error {error!r}")
             check(f"event {tid}: fields", comm == "hotchain" and thread.startswith("hot-")
-                  and usage > 500 and threshold == 500 and consecutive == 1 and pid == target.pid,
+                  and usage > 500 and threshold == 500 and consecutive == 1
+                  and pid == (target.pid if tid in target.hot else second.pid),
                   f"{comm!r} {thread!r} usage {usage} threshold {threshold} pid {pid}")
             check(f"event {tid}: stop time recorded", stop_us is not None and stop_us > 0, stop_us)
         modules = query(db, "SELECT DISTINCT module, build_id FROM stack_frames WHERE symbol = 'hot_leaf'")
@@ -236,7 +246,15 @@ def test_daemon(build, tmp):
               len(modules) == 1 and modules[0][0].endswith("/hotchain") and len(modules[0][1]) >= 16,
               modules)
         hashes = query(db, "SELECT COUNT(DISTINCT stack_hash) FROM events")
-        check("both hot threads share one stack hash", hashes == [(1,)], hashes)
+        check("both processes' hot threads share one stack hash", hashes == [(1,)], hashes)
+        ips = query(db, "SELECT COUNT(DISTINCT f.ip) FROM event_frames f "
+                        "JOIN events e ON e.id = f.event_id WHERE f.depth = 3")
+        with open("/proc/sys/kernel/randomize_va_space") as f:
+            aslr = f.read().strip() != "0"
+        if aslr:
+            check("... at different load addresses", ips == [(2,)], ips)
+        else:
+            skip("... at different load addresses", "kernel.randomize_va_space=0")
         check("database file is 0640", (os.stat(db).st_mode & 0o777) == 0o640, oct(os.stat(db).st_mode))
         check("database directory is 0750",
               (os.stat(os.path.dirname(db)).st_mode & 0o777) == 0o750, "")
@@ -252,7 +270,7 @@ def test_daemon(build, tmp):
                 except ValueError:
                     pass
         check("tail -f --json follows the new events", got and len(objs) >= 2
-              and {o["tid"] for o in objs} == set(target.hot), lines)
+              and {o["tid"] for o in objs} == set(hot), lines)
         if objs:
             o = objs[0]
             keys = {"time", "watch", "pid", "tid", "comm", "thread", "usage", "threshold",
@@ -260,7 +278,8 @@ def test_daemon(build, tmp):
             check("tail --json has the documented keys", keys <= set(o), sorted(o))
             syms = [f.get("symbol") for f in o.get("stack", [])]
             check("tail --json stack holds the chain", is_subsequence(HOT_CHAIN, syms), syms)
-            check("tail --json watch name", o.get("watch") == "target", o.get("watch"))
+            check("tail --json watch names", {x.get("watch") for x in objs} == {"target", "second"},
+                  [x.get("watch") for x in objs])
 
         p = subprocess.run([cpumond, "tail", "-d", db, "-n", "1"], capture_output=True, text=True, timeout=10)
         check("tail -n 1 prints one event with its stack",
@@ -270,10 +289,11 @@ def test_daemon(build, tmp):
               p.returncode == 0 and len(p.stdout.splitlines()) == 2, p.stdout + p.stderr)
 
         # No thread left stopped or traced.
-        for tid in target.hot + target.idle:
-            st = thread_status(target.pid, tid)
-            check(f"thread {tid} runs, untraced", st["State"][0] != "t" and st["TracerPid"] == "0",
-                  f"{st['State']} TracerPid {st['TracerPid']}")
+        for t in (target, second):
+            for tid in t.hot + t.idle:
+                st = thread_status(t.pid, tid)
+                check(f"thread {tid} runs, untraced", st["State"][0] != "t" and st["TracerPid"] == "0",
+                      f"{st['State']} TracerPid {st['TracerPid']}")
 
         # SIGHUP with a broken file keeps the daemon on the old configuration.
         with open(conf, "w") as f:
@@ -285,7 +305,7 @@ def test_daemon(build, tmp):
         check("SIGHUP with a broken file is refused",
               poll(logged("keeping the running configuration"), 5), open(errlog.name).read())
         check("daemon still runs after the broken reload", daemon.poll() is None, daemon.returncode)
-        write_config(conf, db, target.pid, interval="200ms")
+        write_config(conf, db, target.pid, second.pid, interval="200ms")
         daemon.send_signal(signal.SIGHUP)
         check("SIGHUP with a good file reloads", poll(logged("configuration reloaded"), 5),
               open(errlog.name).read())
@@ -307,6 +327,42 @@ def test_daemon(build, tmp):
                 p.kill()
                 p.wait()
         target.stop()
+        second.stop()
+
+
+def test_traced_thread(build, tmp):
+    """A hot thread already under another tracer: the event is stored
+    without a stack, naming the tracer, and the thread keeps its tracer."""
+    allowed, why = ptrace_allowed()
+    strace = shutil.which("strace")
+    if not allowed or not strace:
+        skip("traced thread", why or "strace is not installed")
+        return
+    cpumond = os.path.join(build, "cpumond")
+    db = os.path.join(tmp, "traced.db")
+    conf = os.path.join(tmp, "traced.conf")
+    target = Target(build, threads=1, hot=1)
+    tracer = daemon = None
+    try:
+        tid = target.hot[0]
+        tracer = subprocess.Popen([strace, "-qq", "-e", "trace=none", "-o", "/dev/null",
+                                   "-p", str(tid)], stderr=subprocess.DEVNULL)
+        traced = poll(lambda: thread_status(target.pid, tid)["TracerPid"] != "0", 5)
+        check("strace holds the hot thread", traced, "")
+        write_config(conf, db, target.pid, target.pid)
+        daemon = subprocess.Popen([cpumond, "-c", conf], stderr=subprocess.DEVNULL)
+        rows = poll(lambda: query(db, "SELECT tid, stack_hash, error FROM events"), 15)
+        check("the event is stored without a stack, naming the tracer",
+              rows and rows[0][0] == tid and rows[0][1] is None and "strace" in (rows[0][2] or ""),
+              rows)
+        check("the thread keeps its tracer",
+              thread_status(target.pid, tid)["TracerPid"] == str(tracer.pid), "")
+    finally:
+        for p in (daemon, tracer):
+            if p and p.poll() is None:
+                p.terminate()
+                p.wait()
+        target.stop()
 
 
 def main():
@@ -316,6 +372,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cpumond-it-") as tmp:
         test_cli(args.build, tmp)
         test_daemon(args.build, tmp)
+        test_traced_thread(args.build, tmp)
     print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
     return 1 if results["failed"] else 0
 
