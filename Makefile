@@ -5,6 +5,7 @@
 #   make run        deps, build, run the daemon on config/cpumond.conf
 #   make check      deps, build, run every test (SANITIZE=1: ASan+UBSan)
 #   make bench      deps, build, measure the sampling cost (bench/README.md)
+#   make fuzz       deps, build and run the libFuzzer targets (tests/fuzz/)
 #   make install    copy files under $(DESTDIR)$(PREFIX)
 
 PREFIX     ?= /usr/local
@@ -46,7 +47,7 @@ TARGET_SRC := $(wildcard tests/targets/*.c)
 TARGET_BIN := $(TARGET_SRC:tests/targets/%.c=$(B)/tests/%)
 
 DEB_DEPS   := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
-              libsqlite3-dev libcmocka-dev sqlite3 python3
+              libsqlite3-dev libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev
 
 all: $(B)/cpumond $(B)/stackdump
 
@@ -81,6 +82,25 @@ bench: deps
 	$(MAKE) $(B)/bench/sampler_bench $(B)/tests/hotchain
 	B=$(B) bench/run.sh
 
+# libFuzzer targets: tests/fuzz/fuzz_NAME.c with its seeds and regression
+# inputs in tests/fuzz/corpus/NAME/.  make fuzz runs each for FUZZ_SECONDS.
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_SECONDS ?= 30
+FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+
+fuzz: deps
+	$(MAKE) $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do \
+	  name=$${f#build-fuzz/fuzz_}; corpus=tests/fuzz/corpus/$$name; mkdir -p $$corpus; \
+	  echo "== $$f ($(FUZZ_SECONDS) s, corpus $$corpus)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$corpus || exit 1; \
+	done
+
 deps:
 	@missing=; for p in $(DEB_DEPS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
@@ -112,8 +132,8 @@ install: all
 	install -m 0644 systemd/cpumond.service $(DESTDIR)$(UNITDIR)/cpumond.service
 
 clean:
-	rm -rf build build-sanitize
+	rm -rf build build-sanitize build-fuzz
 
-.PHONY: all bench deps run check install clean
+.PHONY: all bench fuzz deps run check install clean
 .SECONDARY:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -4,9 +4,10 @@
  *
  *   sampler_bench --pid P [--cycles M] [--interval-ms I]
  *
- * Per round, in turn: one sampler_cycle() on P; one floor cycle (getdents64
- * of a kept /proc/P/task, pread of a kept schedstat per thread, parse); one
- * libproc2 procps_pids_select(PIDS_SELECT_PID_THREADS) reading the ticks.
+ * Per round, in rotating order: one sampler_cycle() on P; one floor cycle
+ * (getdents64 of a kept /proc/P/task, pread of a kept schedstat per thread,
+ * parse); one libproc2 procps_pids_select(PIDS_SELECT_PID_THREADS) reading
+ * the ticks.
  * Each is timed with CLOCK_PROCESS_CPUTIME_ID; I ms are slept between rounds
  * (caches go cold between cycles seconds apart: compare at the daemon's own
  * cadence).  Prints one markdown table row per method: median and p90 µs per
@@ -128,21 +129,24 @@ int main(int argc, char **argv)
 	struct watch_proc proc = { .pid = pid, .start_ticks = 1 };
 	unsigned self = (unsigned)pid;
 
-	/* One warm-up round opens every descriptor: steady state is measured. */
+	/* One warm-up round opens every descriptor: steady state is measured.
+	 * The method that runs first after the sleep meets cold caches, so
+	 * the order rotates every round. */
 	for (int r = -1; r < cycles; r++) {
-		const struct sampler_thread *out;
-		uint64_t t0 = cpu_ns(), t1, t2, t3;
+		for (int k = 0; k < 3; k++) {
+			int method = (r + 3 + k) % 3;
+			const struct sampler_thread *out;
+			uint64_t t0 = cpu_ns(), t;
 
-		sampler_cycle(s, &proc, 1, &out, &nthreads);
-		t1 = cpu_ns();
-		floor_cycle(tasks);
-		t2 = cpu_ns();
-		procps_pids_select(info, &self, 1, PIDS_SELECT_PID_THREADS);
-		t3 = cpu_ns();
-		if (r >= 0) {
-			t_sampler[r] = t1 - t0;
-			t_floor[r] = t2 - t1;
-			t_proc2[r] = t3 - t2;
+			if (method == 0)
+				sampler_cycle(s, &proc, 1, &out, &nthreads);
+			else if (method == 1)
+				floor_cycle(tasks);
+			else
+				procps_pids_select(info, &self, 1, PIDS_SELECT_PID_THREADS);
+			t = cpu_ns() - t0;
+			if (r >= 0)
+				(method == 0 ? t_sampler : method == 1 ? t_floor : t_proc2)[r] = t;
 		}
 		if (interval_ms)
 			usleep((useconds_t)interval_ms * 1000);
