@@ -42,6 +42,13 @@ struct config {
 	uint64_t cooldown_ms;   /* default 60000 */
 	char *database;         /* default CONFIG_DEFAULT_DATABASE */
 	int max_frames;         /* 1..1024; default 64 */
+	uint64_t sample_interval_ms; /* between two stack samples of an episode;
+	                                10ms..10s, default 50ms */
+	int episode_samples;    /* stack samples per episode, 0..1000, default 20;
+	                           0: one dump per event */
+	int max_dumps_per_second; /* over all episodes together, 1..10000, default 100 */
+	char *report_ignore;    /* [report] ignore = REGEX, as written; NULL when unset */
+	regex_t report_ignore_re; /* REG_EXTENDED|REG_NOSUB; valid when report_ignore */
 	struct watch_config *watches;
 	size_t nwatches;        /* >= 1 in a valid config */
 };

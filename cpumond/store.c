@@ -1,6 +1,7 @@
 #include "cpumond/store.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <sqlite3.h>
@@ -79,17 +80,37 @@ static const char schema_v1[] =
 	"  PRIMARY KEY (event_id, depth)\n"
 	") WITHOUT ROWID;\n";
 
+/* Schema v2: episodes.  An event may stand for many stack samples of its
+ * thread; event_stacks counts each distinct stack's samples, and the event's
+ * stack_hash is the key stack (the most frequent).  stop_us becomes the
+ * median stop of the samples and stop_max_us the longest. */
+static const char schema_v2[] =
+	"ALTER TABLE events ADD COLUMN samples INTEGER NOT NULL DEFAULT 1;\n"
+	"ALTER TABLE events ADD COLUMN stop_max_us INTEGER NOT NULL DEFAULT 0;\n"
+	"ALTER TABLE events ADD COLUMN episode_end TEXT;\n"
+	"UPDATE events SET stop_max_us = stop_us;\n"
+	"CREATE TABLE event_stacks (\n"
+	"  event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,\n"
+	"  stack_hash INTEGER NOT NULL REFERENCES stacks(hash),\n"
+	"  count INTEGER NOT NULL,\n"
+	"  PRIMARY KEY (event_id, stack_hash)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX event_stacks_hash ON event_stacks(stack_hash);\n"
+	"INSERT INTO event_stacks (event_id, stack_hash, count)\n"
+	"  SELECT id, stack_hash, 1 FROM events WHERE stack_hash IS NOT NULL;\n";
+
 /* Each entry takes the schema from version i to i + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
 	schema_v1,
+	schema_v2,
 };
 
-/* The upsert says by its RETURNING whether the stack is new (times_seen 1):
- * only then are its frames written. */
+/* The upsert says by its RETURNING whether the stack is new (times_seen is
+ * this sample count): only then are its frames written. */
 static const char sql_put_stack[] =
 	"INSERT INTO stacks (hash, nframes, truncated, first_seen, last_seen, times_seen)"
-	" VALUES (?1, ?2, ?3, ?4, ?4, 1)"
-	" ON CONFLICT (hash) DO UPDATE SET times_seen = times_seen + 1,"
+	" VALUES (?1, ?2, ?3, ?4, ?4, ?5)"
+	" ON CONFLICT (hash) DO UPDATE SET times_seen = times_seen + excluded.times_seen,"
 	" first_seen = min(first_seen, excluded.first_seen),"
 	" last_seen = max(last_seen, excluded.last_seen)"
 	" RETURNING times_seen";
@@ -98,8 +119,10 @@ static const char sql_put_stack_frame[] =
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 static const char sql_put_event[] =
 	"INSERT INTO events (time, host, watch, pid, comm, exe, tid, thread, usage, threshold,"
-	" consecutive, run_delay, stop_us, stack_hash, error)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+	" consecutive, run_delay, stop_us, stack_hash, error, samples, stop_max_us, episode_end)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+static const char sql_put_event_stack[] =
+	"INSERT INTO event_stacks (event_id, stack_hash, count) VALUES (?1, ?2, ?3)";
 static const char sql_put_event_frame[] =
 	"INSERT INTO event_frames (event_id, depth, ip, offset, symbol_offset)"
 	" VALUES (?1, ?2, ?3, ?4, ?5)";
@@ -109,19 +132,33 @@ static const char sql_put_event_frame[] =
 enum {
 	COL_ID, COL_TIME, COL_HOST, COL_WATCH, COL_PID, COL_COMM, COL_EXE, COL_TID, COL_THREAD,
 	COL_USAGE, COL_THRESHOLD, COL_CONSECUTIVE, COL_RUN_DELAY, COL_STOP_US, COL_STACK_HASH,
-	COL_ERROR, COL_TRUNCATED, COL_DEPTH, COL_IP, COL_OFFSET, COL_SYMBOL_OFFSET, COL_MODULE,
-	COL_BUILD_ID, COL_FUNC_OFFSET, COL_SYMBOL,
+	COL_ERROR, COL_SAMPLES, COL_STOP_MAX_US, COL_EPISODE_END, COL_TRUNCATED, COL_DEPTH,
+	COL_IP, COL_OFFSET, COL_SYMBOL_OFFSET, COL_MODULE, COL_BUILD_ID, COL_FUNC_OFFSET,
+	COL_SYMBOL,
 };
+/* ?1 after id, ?2 batch size, ?3..?8 the store_filter (0 / NULL: any). */
 static const char sql_events_after[] =
 	"SELECT e.id, e.time, e.host, e.watch, e.pid, e.comm, e.exe, e.tid, e.thread, e.usage,"
-	" e.threshold, e.consecutive, e.run_delay, e.stop_us, e.stack_hash, e.error, s.truncated,"
+	" e.threshold, e.consecutive, e.run_delay, e.stop_us, e.stack_hash, e.error, e.samples,"
+	" e.stop_max_us, e.episode_end, s.truncated,"
 	" f.depth, f.ip, f.offset, f.symbol_offset, sf.module, sf.build_id, sf.func_offset,"
 	" sf.symbol"
-	" FROM (SELECT * FROM events WHERE id > ?1 ORDER BY id LIMIT ?2) AS e"
+	" FROM (SELECT * FROM events WHERE id > ?1"
+	"  AND (?3 = 0 OR time >= ?3) AND (?4 = 0 OR time < ?4)"
+	"  AND (?5 IS NULL OR watch = ?5) AND (?6 IS NULL OR comm = ?6)"
+	"  AND (?7 IS NULL OR thread = ?7) AND (?8 = 0 OR pid = ?8)"
+	"  ORDER BY id LIMIT ?2) AS e"
 	" LEFT JOIN stacks AS s ON s.hash = e.stack_hash"
 	" LEFT JOIN event_frames AS f ON f.event_id = e.id"
 	" LEFT JOIN stack_frames AS sf ON sf.hash = e.stack_hash AND sf.depth = f.depth"
 	" ORDER BY e.id, f.depth";
+static const char sql_event_stacks[] =
+	"SELECT event_id, stack_hash, count FROM event_stacks"
+	" WHERE event_id BETWEEN ?1 AND ?2 ORDER BY event_id, count DESC, stack_hash";
+static const char sql_stack_frames[] =
+	"SELECT s.truncated, f.module, f.build_id, f.func_offset, f.symbol"
+	" FROM stacks AS s JOIN stack_frames AS f ON f.hash = s.hash"
+	" WHERE s.hash = ?1 ORDER BY f.depth";
 static const char sql_id_before_last[] =
 	"SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?1";
 
@@ -134,7 +171,9 @@ struct store {
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *savepoint, *release, *rollback_to;
 	sqlite3_stmt *put_stack, *put_stack_frame, *put_event, *put_event_frame;
-	sqlite3_stmt *events_after, *id_before_last;
+	sqlite3_stmt *put_event_stack;
+	sqlite3_stmt *events_after, *event_stacks, *stack_frames, *id_before_last;
+	sqlite3_stmt *read_begin, *read_end;
 	int last_rc;             /* SQLite result of the last failure */
 	char err[512];
 };
@@ -506,10 +545,15 @@ static int prepare_all(struct store *st)
 		    (e = prepare(st, sql_put_stack, &st->put_stack)) < 0 ||
 		    (e = prepare(st, sql_put_stack_frame, &st->put_stack_frame)) < 0 ||
 		    (e = prepare(st, sql_put_event, &st->put_event)) < 0 ||
-		    (e = prepare(st, sql_put_event_frame, &st->put_event_frame)) < 0)
+		    (e = prepare(st, sql_put_event_frame, &st->put_event_frame)) < 0 ||
+		    (e = prepare(st, sql_put_event_stack, &st->put_event_stack)) < 0)
 			return e;
 	}
 	if ((e = prepare(st, sql_events_after, &st->events_after)) < 0 ||
+	    (e = prepare(st, sql_event_stacks, &st->event_stacks)) < 0 ||
+	    (e = prepare(st, sql_stack_frames, &st->stack_frames)) < 0 ||
+	    (e = prepare(st, "BEGIN", &st->read_begin)) < 0 ||
+	    (e = prepare(st, "COMMIT", &st->read_end)) < 0 ||
 	    (e = prepare(st, sql_id_before_last, &st->id_before_last)) < 0)
 		return e;
 	return 0;
@@ -590,7 +634,8 @@ void store_close(struct store *st)
 	sqlite3_stmt *stmts[] = {
 		st->begin, st->commit, st->rollback, st->savepoint, st->release,
 		st->rollback_to, st->put_stack, st->put_stack_frame, st->put_event,
-		st->put_event_frame, st->events_after, st->id_before_last,
+		st->put_event_frame, st->put_event_stack, st->events_after, st->event_stacks,
+		st->stack_frames, st->read_begin, st->read_end, st->id_before_last,
 	};
 
 	if (st->db && !sqlite3_get_autocommit(st->db))
@@ -630,10 +675,10 @@ int store_begin(struct store *st)
 	return 0;
 }
 
-/* The stack row, and its frames when it is new. */
-static int put_stack(struct store *st, const struct store_event *ev)
+/* The stack row with COUNT more samples, and its frames when it is new. */
+static int put_stack(struct store *st, const struct stackdump_stack *sk, int64_t time_us,
+                     unsigned count)
 {
-	const struct stackdump_stack *sk = &ev->stack;
 	struct binder b = { .s = st->put_stack };
 	int64_t times_seen = 0;
 	int rc, e;
@@ -641,7 +686,8 @@ static int put_stack(struct store *st, const struct store_event *ev)
 	bind_u64(&b, sk->hash);
 	bind_i64(&b, (int64_t)sk->nframes);
 	bind_i64(&b, sk->truncated);
-	bind_i64(&b, ev->time_us);
+	bind_i64(&b, time_us);
+	bind_i64(&b, count);
 	if ((e = bind_done(st, &b, "cannot add stack")) < 0)
 		return e;
 	while ((rc = sqlite3_step(st->put_stack)) == SQLITE_ROW)
@@ -654,7 +700,7 @@ static int put_stack(struct store *st, const struct store_event *ev)
 	rc = sqlite3_reset(st->put_stack);
 	if (rc != SQLITE_OK)
 		return sql_fail(st, rc, "cannot add stack");
-	if (times_seen != 1)
+	if (times_seen != count)
 		return 0;
 	for (size_t i = 0; i < sk->nframes; i++) {
 		const struct stackdump_frame *f = &sk->frames[i];
@@ -668,6 +714,64 @@ static int put_stack(struct store *st, const struct store_event *ev)
 		bind_text(&b, f->symbol);
 		if ((e = bind_done(st, &b, "cannot add stack frame")) < 0 ||
 		    (e = run(st, st->put_stack_frame, "cannot add stack frame")) < 0)
+			return e;
+	}
+	return 0;
+}
+
+/* The distinct stacks of EV with their counts: its list, or its one stack. */
+static size_t event_stacks(const struct store_event *ev, struct store_stack_count *one,
+                           const struct store_stack_count **c)
+{
+	*one = (struct store_stack_count){ ev->stack.hash, 1, &ev->stack };
+	*c = ev->nstacks ? ev->stacks : one;
+	return ev->nstacks ? ev->nstacks : 1;
+}
+
+/* The stack rows, before the event row refers to its key stack. */
+static int put_stacks(struct store *st, const struct store_event *ev)
+{
+	struct store_stack_count one;
+	const struct store_stack_count *c;
+	size_t n = event_stacks(ev, &one, &c);
+	bool has_key = false;
+	int e;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!c[i].stack || c[i].stack->nframes == 0 || c[i].count == 0 ||
+		    c[i].hash != c[i].stack->hash) {
+			set_error(st, "cannot add event: stack %zu of %zu is empty or mislabelled",
+			          i + 1, n);
+			return -EINVAL;
+		}
+		has_key |= c[i].hash == ev->stack.hash;
+	}
+	if (!has_key) {
+		set_error(st, "cannot add event: its key stack is not among its stacks");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((e = put_stack(st, c[i].stack, ev->time_us, c[i].count)) < 0)
+			return e;
+	return 0;
+}
+
+/* How often each stack was seen in the event, after the event row exists. */
+static int put_event_stacks(struct store *st, const struct store_event *ev)
+{
+	struct store_stack_count one;
+	const struct store_stack_count *c;
+	size_t n = event_stacks(ev, &one, &c);
+	int e;
+
+	for (size_t i = 0; i < n; i++) {
+		struct binder b = { .s = st->put_event_stack };
+
+		bind_i64(&b, ev->id);
+		bind_u64(&b, c[i].hash);
+		bind_i64(&b, c[i].count);
+		if ((e = bind_done(st, &b, "cannot add event stack")) < 0 ||
+		    (e = run(st, st->put_event_stack, "cannot add event stack")) < 0)
 			return e;
 	}
 	return 0;
@@ -699,6 +803,9 @@ static int put_event(struct store *st, struct store_event *ev)
 	else
 		bind_null(&b);
 	bind_text(&b, error[0] ? error : NULL);
+	bind_i64(&b, ev->samples ? ev->samples : (sk->nframes > 0));
+	bind_i64(&b, (int64_t)((ev->stop_max_ns ? ev->stop_max_ns : sk->stop_ns) + 500) / 1000);
+	bind_text(&b, ev->episode_end && ev->episode_end[0] ? ev->episode_end : NULL);
 	if ((e = bind_done(st, &b, "cannot add event")) < 0 ||
 	    (e = run(st, st->put_event, "cannot add event")) < 0)
 		return e;
@@ -759,11 +866,15 @@ int store_add_event(struct store *st, struct store_event *ev)
 		note_tx_state(st, e);
 		return e;
 	}
+	/* The stack rows must exist before the event refers to them; the
+	 * event id must exist before event_stacks refers to it. */
 	e = 0;
 	if (sk->nframes > 0)
-		e = put_stack(st, ev);
+		e = put_stacks(st, ev);
 	if (e == 0)
 		e = put_event(st, ev);
+	if (e == 0 && sk->nframes > 0)
+		e = put_event_stacks(st, ev);
 	if (e == 0)
 		e = run(st, st->release, "cannot add event");
 	if (e == 0)
@@ -814,8 +925,10 @@ int store_commit(struct store *st)
 /* A batch of events copied out of the database. */
 struct rec {
 	struct store_event ev;
-	char *host, *watch, *comm, *exe, *thread, *error;
+	char *host, *watch, *comm, *exe, *thread, *error, *episode_end;
 	size_t cap;              /* frames allocated */
+	struct store_stack_count *counts;
+	size_t counts_cap;
 };
 
 static void rec_free(struct rec *r)
@@ -832,6 +945,8 @@ static void rec_free(struct rec *r)
 	free(r->exe);
 	free(r->thread);
 	free(r->error);
+	free(r->episode_end);
+	free(r->counts);
 	memset(r, 0, sizeof *r);
 }
 
@@ -859,14 +974,19 @@ static int rec_start(struct rec *r, sqlite3_stmt *s)
 	ev->stack.stop_ns = (uint64_t)sqlite3_column_int64(s, COL_STOP_US) * 1000;
 	ev->stack.hash = (uint64_t)sqlite3_column_int64(s, COL_STACK_HASH);
 	ev->stack.truncated = sqlite3_column_int(s, COL_TRUNCATED) != 0;
+	ev->samples = (unsigned)sqlite3_column_int(s, COL_SAMPLES);
+	ev->stop_max_ns = (uint64_t)sqlite3_column_int64(s, COL_STOP_MAX_US) * 1000;
 	r->host = col_dup(s, COL_HOST);
 	r->watch = col_dup(s, COL_WATCH);
 	r->comm = col_dup(s, COL_COMM);
 	r->exe = col_dup(s, COL_EXE);
 	r->thread = col_dup(s, COL_THREAD);
 	r->error = col_dup(s, COL_ERROR);
-	if (!r->host || !r->watch || !r->comm || !r->exe || !r->thread || !r->error)
+	r->episode_end = col_dup(s, COL_EPISODE_END);
+	if (!r->host || !r->watch || !r->comm || !r->exe || !r->thread || !r->error ||
+	    !r->episode_end)
 		return -ENOMEM;
+	ev->episode_end = r->episode_end;
 	ev->host = r->host;
 	ev->watch = r->watch;
 	ev->comm = r->comm;
@@ -908,10 +1028,71 @@ static int rec_add_frame(struct rec *r, sqlite3_stmt *s)
 	return 0;
 }
 
-/* Reads up to STORE_BATCH events with id > AFTER into RECS (one statement,
- * so one consistent snapshot) and ends the read.  Returns how many, or a
- * negative errno. */
-static int read_batch(struct store *st, int64_t after, struct rec *recs)
+static int rec_add_count(struct rec *r, uint64_t hash, unsigned count)
+{
+	if (r->ev.nstacks == r->counts_cap) {
+		size_t cap = r->counts_cap ? 2 * r->counts_cap : 4;
+		struct store_stack_count *c = reallocarray(r->counts, cap, sizeof *c);
+
+		if (!c)
+			return -ENOMEM;
+		r->counts = c;
+		r->counts_cap = cap;
+	}
+	r->counts[r->ev.nstacks++] = (struct store_stack_count){ hash, count, NULL };
+	r->ev.stacks = r->counts;
+	return 0;
+}
+
+/* Fills the stack counts of the N events in RECS (ids ascending). */
+static int read_counts(struct store *st, struct rec *recs, int n)
+{
+	sqlite3_stmt *s = st->event_stacks;
+	struct binder b = { .s = s };
+	int i = 0, rc, e = 0;
+
+	bind_i64(&b, recs[0].ev.id);
+	bind_i64(&b, recs[n - 1].ev.id);
+	if ((e = bind_done(st, &b, "cannot read event stacks")) < 0)
+		return e;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(s, 0);
+
+		/* Filtered batches skip ids: rows of other events pass by. */
+		while (i < n && recs[i].ev.id < id)
+			i++;
+		if (i == n)
+			break;
+		if (recs[i].ev.id == id &&
+		    (e = rec_add_count(&recs[i], (uint64_t)sqlite3_column_int64(s, 1),
+		                       (unsigned)sqlite3_column_int(s, 2))) < 0)
+			break;
+	}
+	if (e == -ENOMEM)
+		set_error(st, "cannot read event stacks: out of memory");
+	else if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		e = sql_fail(st, rc, "cannot read event stacks");
+	rc = sqlite3_reset(s);
+	if (rc != SQLITE_OK && e == 0)
+		e = sql_fail(st, rc, "cannot read event stacks");
+	return e;
+}
+
+static void bind_filter(struct binder *b, const struct store_filter *f)
+{
+	bind_i64(b, f->since_us);
+	bind_i64(b, f->until_us);
+	bind_text(b, f->watch);
+	bind_text(b, f->comm);
+	bind_text(b, f->thread);
+	bind_i64(b, f->pid);
+}
+
+/* Reads up to STORE_BATCH events with id > AFTER that match F into RECS,
+ * with their stack counts, in one read transaction (one consistent
+ * snapshot), and ends it.  Returns how many, or a negative errno. */
+static int read_batch(struct store *st, int64_t after, const struct store_filter *f,
+                      struct rec *recs)
 {
 	struct binder b = { .s = st->events_after };
 	sqlite3_stmt *s = st->events_after;
@@ -919,7 +1100,9 @@ static int read_batch(struct store *st, int64_t after, struct rec *recs)
 
 	bind_i64(&b, after);
 	bind_i64(&b, STORE_BATCH);
-	if ((e = bind_done(st, &b, "cannot read events")) < 0)
+	bind_filter(&b, f);
+	if ((e = bind_done(st, &b, "cannot read events")) < 0 ||
+	    (e = run(st, st->read_begin, "cannot read events")) < 0)
 		return e;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		int64_t id = sqlite3_column_int64(s, COL_ID);
@@ -937,10 +1120,15 @@ static int read_batch(struct store *st, int64_t after, struct rec *recs)
 	} else if (rc != SQLITE_DONE) {
 		e = sql_fail(st, rc, "cannot read events");
 	}
-	/* Ends the read transaction. */
 	rc = sqlite3_reset(s);
 	if (rc != SQLITE_OK && e == 0)
 		e = sql_fail(st, rc, "cannot read events");
+	if (e == 0 && n > 0)
+		e = read_counts(st, recs, n);
+	/* Ends the read transaction, whatever happened above. */
+	rc = run(st, st->read_end, "cannot read events");
+	if (rc < 0 && e == 0)
+		e = rc;
 	if (e < 0) {
 		for (int i = 0; i < n; i++)
 			rec_free(&recs[i]);
@@ -949,8 +1137,8 @@ static int read_batch(struct store *st, int64_t after, struct rec *recs)
 	return n;
 }
 
-int store_each_event_after(struct store *st, int64_t after_id, store_event_fn fn, void *ctx,
-                           int64_t *last_id)
+static int each_event(struct store *st, int64_t after_id, const struct store_filter *f,
+                      store_event_fn fn, void *ctx, int64_t *last_id)
 {
 	struct rec *recs = calloc(STORE_BATCH, sizeof *recs);
 	int n, ret = 0;
@@ -960,7 +1148,7 @@ int store_each_event_after(struct store *st, int64_t after_id, store_event_fn fn
 		return -ENOMEM;
 	}
 	do {
-		n = read_batch(st, after_id, recs);
+		n = read_batch(st, after_id, f, recs);
 		if (n < 0) {
 			ret = n;
 			break;
@@ -976,6 +1164,80 @@ int store_each_event_after(struct store *st, int64_t after_id, store_event_fn fn
 	} while (ret == 0 && n == STORE_BATCH);
 	free(recs);
 	return ret;
+}
+
+int store_each_event_after(struct store *st, int64_t after_id, store_event_fn fn, void *ctx,
+                           int64_t *last_id)
+{
+	const struct store_filter all = { 0 };
+
+	return each_event(st, after_id, &all, fn, ctx, last_id);
+}
+
+int store_each_event_in(struct store *st, const struct store_filter *f, store_event_fn fn,
+                        void *ctx)
+{
+	int64_t last = 0;
+
+	return each_event(st, 0, f, fn, ctx, &last);
+}
+
+int store_get_stack(struct store *st, uint64_t hash, struct stackdump_stack *out)
+{
+	sqlite3_stmt *s = st->stack_frames;
+	struct binder b = { .s = s };
+	struct rec r;
+	int rc, e;
+
+	memset(out, 0, sizeof *out);
+	memset(&r, 0, sizeof r);
+	bind_u64(&b, hash);
+	if ((e = bind_done(st, &b, "cannot read a stack")) < 0)
+		return e;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct stackdump_frame *f;
+
+		if (r.ev.stack.nframes == r.cap) {
+			size_t cap = r.cap ? 2 * r.cap : 16;
+			f = reallocarray(r.ev.stack.frames, cap, sizeof *f);
+			if (!f) {
+				e = -ENOMEM;
+				break;
+			}
+			r.ev.stack.frames = f;
+			r.cap = cap;
+		}
+		f = &r.ev.stack.frames[r.ev.stack.nframes++];
+		memset(f, 0, sizeof *f);
+		r.ev.stack.truncated = sqlite3_column_int(s, 0) != 0;
+		f->module = col_dup(s, 1);
+		f->build_id = col_dup(s, 2);
+		f->func_offset = f->offset = f->ip = (uint64_t)sqlite3_column_int64(s, 3);
+		if (sqlite3_column_type(s, 4) != SQLITE_NULL && !(f->symbol = col_dup(s, 4)))
+			e = -ENOMEM;
+		if (!f->module || !f->build_id || e < 0) {
+			e = -ENOMEM;
+			break;
+		}
+	}
+	if (e == -ENOMEM)
+		set_error(st, "cannot read a stack: out of memory");
+	else if (rc != SQLITE_DONE)
+		e = sql_fail(st, rc, "cannot read a stack");
+	rc = sqlite3_reset(s);
+	if (rc != SQLITE_OK && e == 0)
+		e = sql_fail(st, rc, "cannot read a stack");
+	if (e == 0 && r.ev.stack.nframes == 0) {
+		set_error(st, "no stack %016" PRIx64, hash);
+		e = -ENOENT;
+	}
+	if (e < 0) {
+		stackdump_stack_free(&r.ev.stack);
+		return e;
+	}
+	*out = r.ev.stack;
+	out->hash = hash;
+	return 0;
 }
 
 int store_id_before_last(struct store *st, int n, int64_t *after_id)

@@ -16,9 +16,16 @@
 
 #include "stackdump/stackdump.h"
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 struct store;
+
+/* One distinct stack of an episode and how many of its samples had it. */
+struct store_stack_count {
+	uint64_t hash;
+	unsigned count;
+	const struct stackdump_stack *stack;  /* writer: its frames; readers: NULL */
+};
 
 /* One overload event.  Strings may be NULL (stored as NULL, read back as ""). */
 struct store_event {
@@ -36,7 +43,16 @@ struct store_event {
 	int consecutive;         /* samples over threshold when the event fired */
 	int run_delay;           /* permille of the interval spent waiting on a run queue */
 	const char *error;       /* why the stack is missing or partial; NULL/"" if none */
-	struct stackdump_stack stack;  /* frames (may be 0), hash, stop_ns, truncated */
+	struct stackdump_stack stack;  /* the key stack: frames of one of its samples
+	                                  (may be 0), hash, truncated; stop_ns is the
+	                                  median stop of the episode's samples */
+	unsigned samples;        /* stack samples taken in the episode */
+	uint64_t stop_max_ns;    /* the longest stop of the episode */
+	const char *episode_end; /* why the episode ended early; NULL/"" when it ran to the end */
+	const struct store_stack_count *stacks;  /* every distinct stack of the episode with
+	                                            its count, most frequent first; the
+	                                            key stack is stack.hash */
+	size_t nstacks;          /* 0 with stack.nframes > 0 means one sample of stack */
 };
 
 /* Opens PATH.  WRITABLE: creates the missing parent directory (0750) and the
@@ -67,6 +83,27 @@ typedef int (*store_event_fn)(const struct store_event *ev, void *ctx);
  * id of the last event passed (unchanged when none). */
 int store_each_event_after(struct store *st, int64_t after_id, store_event_fn fn, void *ctx,
                            int64_t *last_id);
+
+/* Which events store_each_event_in passes.  Zero / NULL fields do not filter. */
+struct store_filter {
+	int64_t since_us, until_us;   /* time window, [since, until) */
+	const char *watch;
+	const char *comm;
+	const char *thread;
+	pid_t pid;
+};
+
+/* Calls FN for every event matching F, oldest first, with ev->stacks filled
+ * (hashes and counts; their frames come from store_get_stack) and ev->stack
+ * holding the key stack's frames. */
+int store_each_event_in(struct store *st, const struct store_filter *f, store_event_fn fn,
+                        void *ctx);
+
+/* The frames of stack HASH as stored once for every sample: module, build_id,
+ * func_offset, symbol; ip and offset are the function start (func_offset).
+ * Returns 0, -ENOENT when there is no such stack, or another negative errno.
+ * Release with stackdump_stack_free. */
+int store_get_stack(struct store *st, uint64_t hash, struct stackdump_stack *out);
 
 /* The id after which exactly the last N events follow (0 when there are
  * fewer), for `tail -n N`. */
