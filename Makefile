@@ -19,7 +19,7 @@ VERSION    := 0.1.0
 B          ?= build
 
 CC         ?= cc
-PKGS       := libproc2 libunwind-ptrace inih sqlite3
+PKGS       := libproc2 libunwind-ptrace inih sqlite3 liblzma libsystemd
 WARN       := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
               -Wpointer-arith -Wcast-qual -Wformat=2
 CFLAGS     ?= -O2 -g
@@ -47,7 +47,8 @@ TARGET_SRC := $(wildcard tests/targets/*.c)
 TARGET_BIN := $(TARGET_SRC:tests/targets/%.c=$(B)/tests/%)
 
 DEB_DEPS   := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
-              libsqlite3-dev libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev
+              libsqlite3-dev libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev liblzma-dev \
+              libsystemd-dev
 
 all: $(B)/cpumond $(B)/stackdump
 

@@ -32,6 +32,11 @@ void log_init(bool verbose)
 	log_verbose = verbose;
 }
 
+bool log_to_journal(void)
+{
+	return journal_prefix;
+}
+
 static void log_line(int prio, int err, const char *fmt, va_list ap)
 {
 	char text[1024];

@@ -13,6 +13,9 @@
 /* Chooses the prefix style once, at start-up.  VERBOSE lets LOG_DEBUG through. */
 void log_init(bool verbose);
 
+/* Whether stderr is the journal (JOURNAL_STREAM names it). */
+bool log_to_journal(void);
+
 /* Logs one line at PRIO (LOG_ERR .. LOG_DEBUG). */
 void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "cpumond/episode.h"
 #include "cpumond/log.h"
 #include "cpumond/sampler.h"
+#include "cpumond/service.h"
 #include "cpumond/store.h"
 #include "cpumond/tail.h"
 #include "cpumond/trigger.h"
@@ -33,6 +35,12 @@ enum {
 	EXIT_PROC = 5,           /* /proc cannot be read, or out of memory at start */
 };
 
+/* Events kept in memory while the database cannot be written (a full
+ * disk): about 1 KiB each with their stacks. */
+#define UNSAVED_MAX 1000
+
+struct pending_event;
+
 struct daemon {
 	struct config *cfg;      /* heap: the watch resolver points into it */
 	const char *db_override; /* -d */
@@ -42,9 +50,16 @@ struct daemon {
 	struct trigger *trigger;
 	struct stackdump *dumper;
 	struct store *store;
-	bool in_transaction;
+	struct pending_event *unsaved[UNSAVED_MAX];   /* events not yet in the database */
+	size_t nunsaved;
+	uint64_t unsaved_dropped;        /* dropped while the database could not be written */
+	struct pending_event **active;   /* episodes being sampled */
+	size_t nactive, active_cap;      /* nactive <= max_dumps_per_second */
+	double tokens;                   /* dump budget, see take_dump_token */
+	uint64_t tokens_ms;
 	char host[256];
 	uint64_t events, cycles;
+	size_t nprocs, nthreads;         /* watched in the last cycle */
 	uint64_t store_error_ms; /* last time a store failure was logged */
 };
 
@@ -102,45 +117,337 @@ static void store_failed(struct daemon *d, const char *what)
 	log_msg(LOG_ERR, "cannot %s: %s", what, store_error(d->store));
 }
 
-static void record_event(struct daemon *d, const struct watch_proc *proc,
-                         const struct sampler_thread *t, const struct watch_config *wc)
-{
-	struct store_event ev = {
-		.time_us = realtime_us(), .host = d->host, .watch = wc->name,
-		.pid = t->pid, .comm = proc->comm, .tid = t->tid, .usage = t->usage,
-		.threshold = wc->threshold, .consecutive = wc->consecutive,
-		.run_delay = t->run_delay,
-	};
-	char thread[64], exe[PATH_MAX], path[64];
-	int rc;
+/* An event whose episode is still being sampled; stored when it ends.  Its
+ * strings are copies: a reload may free the configuration meanwhile. */
+struct pending_event {
+	struct episode ep;
+	int64_t time_us;
+	char *watch, *exe;
+	char comm[16], thread[64];
+	int usage, threshold, consecutive, run_delay;
+	char error[256];         /* why the first sample has no stack */
+};
 
+static void pending_free(struct pending_event *pe)
+{
+	episode_free(&pe->ep);
+	free(pe->watch);
+	free(pe->exe);
+	free(pe);
+}
+
+static int cmp_count_desc(const void *a, const void *b)
+{
+	const struct store_stack_count *x = a, *y = b;
+
+	return (x->count < y->count) - (x->count > y->count);
+}
+
+/* PE as the store sees it: EV borrows PE's strings and stacks, and COUNTS,
+ * which has room for every distinct stack of the episode. */
+static void event_of(const struct daemon *d, const struct pending_event *pe,
+                     struct store_event *ev, struct store_stack_count *counts)
+{
+	const struct episode *ep = &pe->ep;
+	int key = episode_key(ep);
+
+	*ev = (struct store_event){
+		.time_us = pe->time_us, .host = d->host, .watch = pe->watch, .pid = ep->pid,
+		.comm = pe->comm, .exe = pe->exe, .tid = ep->tid, .thread = pe->thread,
+		.usage = pe->usage, .threshold = pe->threshold, .consecutive = pe->consecutive,
+		.run_delay = pe->run_delay, .error = pe->error, .samples = (unsigned)ep->taken,
+		.stop_max_ns = episode_stop_max(ep), .episode_end = ep->end,
+	};
+	if (key < 0)
+		return;
+	ev->stack = ep->stacks[key].stack;
+	ev->stack.stop_ns = episode_stop_median(ep);
+	for (size_t i = 0; i < ep->nstacks; i++)
+		counts[i] = (struct store_stack_count){ ep->stacks[i].stack.hash, ep->stacks[i].count,
+		                                        &ep->stacks[i].stack };
+	qsort(counts, ep->nstacks, sizeof *counts, cmp_count_desc);
+	ev->stacks = counts;
+	ev->nstacks = ep->nstacks;
+}
+
+/* Writes the events not yet in the database in one transaction.  When that
+ * fails (a full disk) they stay in memory, the newest UNSAVED_MAX of them,
+ * and the next call tries again: sampling never waits for the disk. */
+static void store_flush(struct daemon *d)
+{
+	size_t added = 0, kept = 0;
+	bool failed = false;
+
+	if (d->nunsaved == 0)
+		return;
+	if (store_begin(d->store) < 0) {
+		store_failed(d, "begin a transaction");
+		return;
+	}
+	for (size_t i = 0; i < d->nunsaved && !failed; i++) {
+		struct pending_event *pe = d->unsaved[i];
+		struct store_stack_count *counts = calloc(pe->ep.nstacks + 1, sizeof *counts);
+		struct store_event ev;
+		int rc = -ENOMEM;
+
+		if (counts) {
+			event_of(d, pe, &ev, counts);
+			rc = store_add_event(d->store, &ev);
+			free(counts);
+		}
+		if (rc == 0) {
+			added = i + 1;
+		} else if (rc == -EINVAL) {
+			log_msg(LOG_ERR, "dropping an event the database refuses: %s",
+			        store_error(d->store));
+			pending_free(pe);
+			d->unsaved[i] = NULL;
+			added = i + 1;
+		} else {
+			store_failed(d, "store an event");
+			failed = true;
+		}
+	}
+	if (store_commit(d->store) < 0) {
+		store_failed(d, "commit events");
+		added = 0;
+	} else if (d->store_error_ms) {
+		log_msg(LOG_NOTICE, "writing to the database again");
+		d->store_error_ms = 0;
+	}
+	for (size_t i = 0; i < d->nunsaved; i++) {
+		if (i < added) {
+			if (d->unsaved[i])
+				pending_free(d->unsaved[i]);
+		} else {
+			d->unsaved[kept++] = d->unsaved[i];
+		}
+	}
+	d->nunsaved = kept;
+}
+
+/* Logs PE's event, sends it to the journal, and queues it for the next
+ * store_flush. */
+static void finish_event(struct daemon *d, struct pending_event *pe)
+{
+	struct episode *ep = &pe->ep;
+	int key = episode_key(ep);
+	struct store_stack_count *counts = calloc(ep->nstacks + 1, sizeof *counts);
+	struct store_event ev;
+
+	d->events++;
+	if (counts) {
+		event_of(d, pe, &ev, counts);
+		if (key >= 0)
+			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: key stack %016"
+			        PRIx64 " in %u of %d samples (%zu distinct), stopped %" PRIu64
+			        " µs median, %" PRIu64 " µs max%s%s", pe->watch, pe->comm, (int)ep->pid,
+			        (int)ep->tid, pe->usage, pe->threshold, ev.stack.hash,
+			        ep->stacks[key].count, ep->taken, ep->nstacks, ev.stack.stop_ns / 1000,
+			        ev.stop_max_ns / 1000, ep->end[0] ? "; " : "", ep->end);
+		else
+			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: no stack: %s",
+			        pe->watch, pe->comm, (int)ep->pid, (int)ep->tid, pe->usage,
+			        pe->threshold, pe->error[0] ? pe->error : ep->end);
+		if (log_to_journal())
+			service_journal_event(&ev);
+		free(counts);
+	}
+	if (d->nunsaved == UNSAVED_MAX) {
+		/* The disk has been full for a while: the oldest goes. */
+		pending_free(d->unsaved[0]);
+		memmove(d->unsaved, d->unsaved + 1, (UNSAVED_MAX - 1) * sizeof *d->unsaved);
+		d->nunsaved--;
+		d->unsaved_dropped++;
+	}
+	d->unsaved[d->nunsaved++] = pe;
+}
+
+/* Takes one stack sample of PE's thread.  Returns false when the episode
+ * must end (its end says why). */
+static bool take_sample(struct daemon *d, struct pending_event *pe, uint64_t now_ms)
+{
+	struct episode *ep = &pe->ep;
+	struct stackdump_stack stack;
+	int rc = stackdump_thread(d->dumper, ep->pid, ep->tid, d->cfg->max_frames, &stack);
+	bool go_on = true;
+
+	switch (rc) {
+	case 0:
+		if (ep->taken == 0 && stack.error[0])
+			snprintf(pe->error, sizeof pe->error, "%s", stack.error);
+		episode_add(ep, &stack);
+		break;
+	case -EAGAIN:      /* in uninterruptible sleep: not burning CPU now */
+	case -ETIMEDOUT:   /* did not stop in time; stackdump_poll detaches it */
+		ep->skipped++;
+		break;
+	default:           /* exited, or ptrace refused (another tracer came) */
+		if (ep->taken == 0)
+			snprintf(pe->error, sizeof pe->error, "%s", stack.error);
+		else
+			snprintf(ep->end, sizeof ep->end, "stopped after %d samples: %.200s", ep->taken,
+			         stack.error);
+		log_msg(rc == -ESRCH ? LOG_DEBUG : LOG_WARNING, "%s[%d] thread %d: no stack: %s",
+		        pe->comm, (int)ep->pid, (int)ep->tid, stack.error);
+		go_on = false;
+	}
+	stackdump_stack_free(&stack);
+	ep->last_sample_ms = now_ms;
+	if (episode_thread_busy(ep->pid, ep->tid, &ep->last_busy_ns) < 0)
+		ep->last_busy_ns = 0;
+	return go_on && episode_remaining(ep) > 0;
+}
+
+/* The dump budget over all episodes: a token bucket refilled at
+ * max_dumps_per_second, holding at most one second's worth. */
+static bool take_dump_token(struct daemon *d, uint64_t now_ms)
+{
+	double rate = d->cfg->max_dumps_per_second;
+
+	d->tokens += (double)(now_ms - d->tokens_ms) * rate / 1000.0;
+	if (d->tokens > rate)
+		d->tokens = rate;
+	d->tokens_ms = now_ms;
+	if (d->tokens < 1.0)
+		return false;
+	d->tokens -= 1.0;
+	return true;
+}
+
+static bool episode_running(const struct daemon *d, pid_t tid)
+{
+	for (size_t i = 0; i < d->nactive; i++)
+		if (d->active[i]->ep.tid == tid)
+			return true;
+	return false;
+}
+
+/* A thread tripped the trigger: take its first sample now, then sample it
+ * on the timer until the episode ends. */
+static void start_event(struct daemon *d, const struct watch_proc *proc,
+                        const struct sampler_thread *t, const struct watch_config *wc,
+                        uint64_t now_ms)
+{
+	struct pending_event *pe = calloc(1, sizeof *pe);
+	char exe[PATH_MAX], path[64];
+	int planned = d->cfg->episode_samples ? d->cfg->episode_samples : 1;
+
+	if (!pe || episode_init(&pe->ep, t->pid, t->tid, planned) < 0) {
+		free(pe);
+		log_msg(LOG_ERR, "out of memory: no event for thread %d", (int)t->tid);
+		return;
+	}
+	pe->time_us = realtime_us();
+	pe->usage = t->usage;
+	pe->threshold = wc->threshold;
+	pe->consecutive = wc->consecutive;
+	pe->run_delay = t->run_delay;
+	snprintf(pe->comm, sizeof pe->comm, "%s", proc->comm);
 	/* Dump first: the sooner the thread is caught, the likelier it is still
 	 * in the code that made it hot. */
-	rc = stackdump_thread(d->dumper, t->pid, t->tid, d->cfg->max_frames, &ev.stack);
+	bool go_on = take_sample(d, pe, now_ms);
 	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)t->pid, (int)t->tid);
-	read_proc_line(path, thread, sizeof thread);
+	read_proc_line(path, pe->thread, sizeof pe->thread);
 	read_exe(t->pid, exe, sizeof exe);
-	ev.thread = thread;
-	ev.exe = exe;
-	ev.error = ev.stack.error;
-	d->events++;
+	pe->watch = strdup(wc->name);
+	pe->exe = strdup(exe);
+	/* More episodes than dumps per second could not get one sample each. */
+	if (go_on && d->nactive < (size_t)d->cfg->max_dumps_per_second) {
+		if (d->nactive == d->active_cap) {
+			size_t cap = d->active_cap ? 2 * d->active_cap : 8;
+			struct pending_event **a = reallocarray(d->active, cap, sizeof *a);
 
-	if (rc < 0)
-		log_msg(rc == -ESRCH ? LOG_DEBUG : LOG_WARNING, "%s[%d] thread %d at %d‰: no stack: %s",
-		        proc->comm, (int)t->pid, (int)t->tid, t->usage, ev.stack.error);
-	log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: %zu frames, stack %016" PRIx64
-	        ", stopped %" PRIu64 " µs", wc->name, proc->comm, (int)t->pid, (int)t->tid, t->usage,
-	        wc->threshold, ev.stack.nframes, ev.stack.hash, ev.stack.stop_ns / 1000);
-
-	if (!d->in_transaction) {
-		if (store_begin(d->store) < 0)
-			store_failed(d, "begin a transaction");
-		else
-			d->in_transaction = true;
+			if (!a) {
+				snprintf(pe->ep.end, sizeof pe->ep.end, "out of memory: one sample");
+				finish_event(d, pe);
+				return;
+			}
+			d->active = a;
+			d->active_cap = cap;
+		}
+		pe->ep.next_ms = now_ms + d->cfg->sample_interval_ms;
+		d->active[d->nactive++] = pe;
+		return;
 	}
-	if (d->in_transaction && store_add_event(d->store, &ev) < 0)
-		store_failed(d, "store an event");
-	stackdump_stack_free(&ev.stack);
+	if (go_on)
+		snprintf(pe->ep.end, sizeof pe->ep.end, "too many episodes at once (%zu): one sample",
+		         d->nactive);
+	finish_event(d, pe);
+}
+
+/* Takes the samples that are due.  An episode ends when its samples are
+ * taken, its thread exits or goes idle, or it cannot be stopped. */
+static void sample_episodes(struct daemon *d, uint64_t now_ms)
+{
+	for (size_t i = 0; i < d->nactive;) {
+		struct pending_event *pe = d->active[i];
+		struct episode *ep = &pe->ep;
+		uint64_t busy;
+		bool go_on = true;
+		int rc;
+
+		if (ep->next_ms > now_ms) {
+			i++;
+			continue;
+		}
+		rc = episode_thread_busy(ep->pid, ep->tid, &busy);
+		if (rc < 0) {
+			snprintf(ep->end, sizeof ep->end, "thread exited after %d samples", ep->taken);
+			go_on = false;
+		} else if (ep->last_busy_ns &&
+		           episode_went_idle(busy - ep->last_busy_ns,
+		                             (now_ms - ep->last_sample_ms) * 1000000, pe->threshold)) {
+			snprintf(ep->end, sizeof ep->end, "thread went idle after %d samples", ep->taken);
+			go_on = false;
+		} else if (!take_dump_token(d, now_ms)) {
+			ep->skipped++;
+			go_on = episode_remaining(ep) > 0;
+		} else {
+			go_on = take_sample(d, pe, now_ms);
+		}
+		if (go_on) {
+			ep->next_ms += d->cfg->sample_interval_ms;
+			if (ep->next_ms <= now_ms)
+				ep->next_ms = now_ms + d->cfg->sample_interval_ms;
+			i++;
+			continue;
+		}
+		if (!ep->end[0] && ep->skipped)
+			snprintf(ep->end, sizeof ep->end, "cut short: %d of %d samples skipped "
+			         "(max_dumps_per_second, or the thread did not stop)", ep->skipped,
+			         ep->planned);
+		if (ep->end[0])
+			log_msg(LOG_INFO, "episode of %s[%d] thread %d: %s", pe->comm, (int)ep->pid,
+			        (int)ep->tid, ep->end);
+		d->active[i] = d->active[--d->nactive];
+		finish_event(d, pe);
+	}
+	store_flush(d);
+}
+
+/* When the next episode sample is due, or UINT64_MAX. */
+static uint64_t next_sample_ms(const struct daemon *d)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (size_t i = 0; i < d->nactive; i++)
+		if (d->active[i]->ep.next_ms < next)
+			next = d->active[i]->ep.next_ms;
+	return next;
+}
+
+/* At exit: every episode is stored with what it has. */
+static void finish_all_episodes(struct daemon *d)
+{
+	while (d->nactive) {
+		struct pending_event *pe = d->active[--d->nactive];
+
+		snprintf(pe->ep.end, sizeof pe->ep.end, "cpumond stopped after %d samples",
+		         pe->ep.taken);
+		finish_event(d, pe);
+	}
+	store_flush(d);
 }
 
 static void run_cycle(struct daemon *d)
@@ -164,17 +471,24 @@ static void run_cycle(struct daemon *d)
 		const struct watch_config *wc = &d->cfg->watches[procs[t->proc].watch];
 		struct trigger_rule rule = { wc->threshold, wc->consecutive, wc->cooldown_ms };
 
-		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now))
-			record_event(d, &procs[t->proc], t, wc);
+		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now) &&
+		    !episode_running(d, t->tid))
+			start_event(d, &procs[t->proc], t, wc, now);
 	}
 	trigger_sweep(d->trigger);
 	stackdump_poll(d->dumper);   /* detach threads that stopped late */
-	if (d->in_transaction) {
-		if (store_commit(d->store) < 0)
-			store_failed(d, "commit this cycle's events");
-		d->in_transaction = false;
-	}
+	store_flush(d);
 	d->cycles++;
+	d->nprocs = nprocs;
+	d->nthreads = nthreads;
+}
+
+/* "watching 3 processes, 120 threads; 2 events" for STATUS=. */
+static const char *status_text(const struct daemon *d, char *buf, size_t len)
+{
+	snprintf(buf, len, "watching %zu processes, %zu threads; %" PRIu64 " events", d->nprocs,
+	         d->nthreads, d->events);
+	return buf;
 }
 
 static const char *database_path(const struct daemon *d)
@@ -247,6 +561,8 @@ static int wait_until(const sigset_t *set, uint64_t deadline_ms)
 
 static int daemon_run(struct daemon *d)
 {
+	uint64_t watchdog_ms = service_watchdog_period_ms(), next_watchdog;
+	char status[128];
 	sigset_t set;
 	uint64_t next;
 	char err[512];
@@ -277,24 +593,50 @@ static int daemon_run(struct daemon *d)
 	log_msg(LOG_INFO, "cpumond %s started: %zu watches, interval %" PRIu64 " ms, database %s",
 	        CPUMOND_VERSION, d->cfg->nwatches, d->cfg->interval_ms, database_path(d));
 
-	next = mono_ms();
+	/* One timer for the cycle, one per running episode: whichever is due
+	 * first wakes the loop, so episodes never delay the cycle's cadence
+	 * by more than one dump. */
+	next = next_watchdog = mono_ms();
 	for (;;) {
+		uint64_t wake;
 		int sig;
 
-		run_cycle(d);
-		if (d->max_cycles && d->cycles >= (uint64_t)d->max_cycles)
-			break;
-		/* Keep the cadence; after an overrun start again from now. */
-		next += d->cfg->interval_ms;
-		if (next < mono_ms())
-			next = mono_ms() + d->cfg->interval_ms;
-		while ((sig = wait_until(&set, next)) == SIGHUP)
+		if (mono_ms() >= next) {
+			run_cycle(d);
+			if (d->cycles == 1)
+				service_ready(status_text(d, status, sizeof status));
+			else
+				service_status(status_text(d, status, sizeof status));
+			if (d->max_cycles && d->cycles >= (uint64_t)d->max_cycles)
+				break;
+			/* Keep the cadence; after an overrun start again from now. */
+			next += d->cfg->interval_ms;
+			if (next <= mono_ms())
+				next = mono_ms() + d->cfg->interval_ms;
+		}
+		sample_episodes(d, mono_ms());
+		if (watchdog_ms && mono_ms() >= next_watchdog) {
+			service_watchdog();
+			next_watchdog = mono_ms() + watchdog_ms;
+		}
+		wake = next_sample_ms(d);
+		if (next < wake)
+			wake = next;
+		if (watchdog_ms && next_watchdog < wake)
+			wake = next_watchdog;
+		sig = wait_until(&set, wake);
+		if (sig == SIGHUP) {
+			service_reloading();
 			reload(d);
+			service_ready(status_text(d, status, sizeof status));
+		}
 		if (sig == SIGTERM || sig == SIGINT) {
 			log_msg(LOG_INFO, "stopping on signal %d after %" PRIu64 " events", sig, d->events);
+			service_stopping();
 			break;
 		}
 	}
+	finish_all_episodes(d);
 	return EXIT_OK;
 }
 
@@ -302,6 +644,13 @@ static void daemon_free(struct daemon *d)
 {
 	/* stackdump_free detaches any thread still pending: it comes first. */
 	stackdump_free(d->dumper);
+	free(d->active);
+	if (d->nunsaved || d->unsaved_dropped)
+		log_msg(LOG_ERR, "%zu events could not be written to the database and are lost "
+		        "(%" PRIu64 " more were dropped while it was failing)", d->nunsaved,
+		        d->unsaved_dropped);
+	for (size_t i = 0; i < d->nunsaved; i++)
+		pending_free(d->unsaved[i]);
 	watch_free(d->watch);
 	sampler_free(d->sampler);
 	trigger_free(d->trigger);

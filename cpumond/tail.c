@@ -81,6 +81,15 @@ static const char *or_empty(const char *s)
 	return s ? s : "";
 }
 
+/* How many of the episode's samples had the key stack. */
+static unsigned key_count(const struct store_event *ev)
+{
+	for (size_t i = 0; i < ev->nstacks; i++)
+		if (ev->stacks[i].hash == ev->stack.hash)
+			return ev->stacks[i].count;
+	return ev->stack.nframes > 0;
+}
+
 void tail_format_human(const struct store_event *ev, FILE *out)
 {
 	const char *error = event_error(ev);
@@ -93,8 +102,10 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 	fprintf(out, "\"/%d  usage %d‰ %s %d‰ (%d sample%s over)", (int)ev->tid, ev->usage,
 	        ev->usage > ev->threshold ? ">" : "≤", ev->threshold, ev->consecutive,
 	        ev->consecutive == 1 ? "" : "s");
+	if (ev->samples > 1 && ev->stack.nframes > 0)
+		fprintf(out, "  key stack in %u of %u samples", key_count(ev), ev->samples);
 	if (ev->stack.stop_ns > 0) {
-		fputs("  stopped ", out);
+		fputs(ev->samples > 1 ? "  stopped median " : "  stopped ", out);
 		put_duration(ev->stack.stop_ns, out);
 	}
 	if (ev->run_delay > 0)
@@ -106,6 +117,11 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 	if (error[0]) {
 		fputs(ev->stack.nframes > 0 ? "  partial stack: " : "  no stack: ", out);
 		stackdump_put_escaped(error, out);
+		fputc('\n', out);
+	}
+	if (ev->episode_end && ev->episode_end[0]) {
+		fputs("  episode ", out);
+		stackdump_put_escaped(ev->episode_end, out);
 		fputc('\n', out);
 	}
 	/* It says itself when the stack is truncated. */
@@ -190,7 +206,15 @@ void tail_format_json(const struct store_event *ev, FILE *out)
 		fputs("null", out);
 	fprintf(out, ",\"truncated\":%s,\"error\":", sk->truncated ? "true" : "false");
 	put_json_string_or_null(event_error(ev), out);
-	fputs(",\"stack\":[", out);
+	fprintf(out, ",\"samples\":%u,\"freeze_max_us\":%" PRIu64 ",\"episode_end\":",
+	        ev->samples, (ev->stop_max_ns + 500) / 1000);
+	put_json_string_or_null(ev->episode_end, out);
+	fputs(",\"stacks\":[", out);
+	for (size_t i = 0; i < ev->nstacks; i++)
+		fprintf(out, "%s{\"stack_hash\":\"%016" PRIx64 "\",\"count\":%u,\"key\":%s}",
+		        i > 0 ? "," : "", ev->stacks[i].hash, ev->stacks[i].count,
+		        ev->stacks[i].hash == sk->hash ? "true" : "false");
+	fputs("],\"stack\":[", out);
 	for (size_t i = 0; i < sk->nframes; i++) {
 		if (i > 0)
 			fputc(',', out);

@@ -249,6 +249,143 @@ static int count_event(const struct store_event *ev, void *arg)
 	return 0;
 }
 
+/* A second code path: another leaf function under the same caller. */
+static struct stackdump_frame frames_b[] = {
+	{ .ip = 0x555555555301, .offset = 0x1301, .func_offset = 0x1300,
+	  .module = "/usr/bin/spin", .build_id = "0123456789abcdef", .symbol = "spin_other",
+	  .symbol_offset = 0x1 },
+	{ .ip = 0x555555555230, .offset = 0x1230, .func_offset = 0x1200,
+	  .module = "/usr/bin/spin", .build_id = "0123456789abcdef", .symbol = NULL,
+	  .symbol_offset = 0 },
+};
+#define HASH_B 0x0badc0ffee0ddf00ULL
+
+struct episode_read {
+	int events;
+	unsigned samples;
+	uint64_t hashes[4];
+	unsigned counts[4];
+	size_t nstacks;
+	uint64_t stop_max_ns;
+	char end[64];
+};
+
+static int read_episode(const struct store_event *ev, void *arg)
+{
+	struct episode_read *r = arg;
+
+	r->events++;
+	r->samples = ev->samples;
+	r->nstacks = ev->nstacks;
+	r->stop_max_ns = ev->stop_max_ns;
+	snprintf(r->end, sizeof r->end, "%s", ev->episode_end);
+	for (size_t i = 0; i < ev->nstacks && i < 4; i++) {
+		r->hashes[i] = ev->stacks[i].hash;
+		r->counts[i] = ev->stacks[i].count;
+	}
+	return 0;
+}
+
+/* An episode: 20 samples over two stacks; the key stack's sample frames,
+ * every stack's count, both stacks' frames once; filters. */
+static void test_episode_round_trip(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *st = open_rw(fx->path);
+	struct store_event ev = make_event(1000, frames_a1, 3);
+	struct stackdump_stack b = { .frames = frames_b, .nframes = 2, .hash = HASH_B };
+	const struct store_stack_count stacks[] = {
+		{ HASH_A, 14, &ev.stack }, { HASH_B, 6, &b },
+	};
+	struct store_filter f = { 0 };
+	struct stackdump_stack got;
+	struct episode_read r = { 0 };
+
+	ev.samples = 20;
+	ev.stop_max_ns = 250000;
+	ev.episode_end = "thread went idle after 20 samples";
+	ev.stacks = stacks;
+	ev.nstacks = 2;
+	assert_int_equal(store_begin(st), 0);
+	assert_int_equal(store_add_event(st, &ev), 0);
+	ev.time_us = 5000;
+	ev.pid = 7;
+	assert_int_equal(store_add_event(st, &ev), 0);
+	assert_int_equal(store_commit(st), 0);
+
+	assert_int_equal(q_int(fx->path, "SELECT max(times_seen) FROM stacks"), 28);
+	assert_int_equal(q_int(fx->path, "SELECT sum(times_seen) FROM stacks"), 40);
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM stack_frames"), 5);
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM event_stacks"), 4);
+
+	f.pid = 4242;
+	assert_int_equal(store_each_event_in(st, &f, read_episode, &r), 0);
+	assert_int_equal(r.events, 1);
+	assert_int_equal(r.samples, 20);
+	assert_int_equal(r.nstacks, 2);
+	assert_true(r.hashes[0] == HASH_A && r.counts[0] == 14);
+	assert_true(r.hashes[1] == HASH_B && r.counts[1] == 6);
+	assert_int_equal(r.stop_max_ns, 250000);
+	assert_string_equal(r.end, "thread went idle after 20 samples");
+
+	memset(&r, 0, sizeof r);
+	f = (struct store_filter){ .since_us = 2000, .comm = "nginx", .thread = "worker-3",
+	                           .watch = "web" };
+	assert_int_equal(store_each_event_in(st, &f, read_episode, &r), 0);
+	assert_int_equal(r.events, 1);
+	f.until_us = 5000;                       /* [since, until) */
+	memset(&r, 0, sizeof r);
+	assert_int_equal(store_each_event_in(st, &f, read_episode, &r), 0);
+	assert_int_equal(r.events, 0);
+
+	assert_int_equal(store_get_stack(st, HASH_B, &got), 0);
+	assert_int_equal(got.nframes, 2);
+	assert_string_equal(got.frames[0].symbol, "spin_other");
+	assert_true(got.frames[0].func_offset == 0x1300);
+	assert_null(got.frames[1].symbol);
+	stackdump_stack_free(&got);
+	assert_int_equal(store_get_stack(st, 0x42, &got), -ENOENT);
+
+	/* The key stack must be among the stacks. */
+	ev.stack.hash = 0x99;
+	assert_int_equal(store_begin(st), 0);
+	assert_int_equal(store_add_event(st, &ev), -EINVAL);
+	assert_int_equal(store_commit(st), 0);
+	store_close(st);
+}
+
+/* A v1 database (the first release) is migrated: its events keep their
+ * stack with a count of one. */
+static void test_migrates_v1(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *st;
+	struct episode_read r = { 0 };
+	struct store_filter all = { 0 };
+	char sql[256];
+
+	st = open_rw(fx->path);
+	store_close(st);
+	/* Back to v1 by hand: drop what v2 added. */
+	q_exec(fx->path, "DROP TABLE event_stacks; ALTER TABLE events DROP COLUMN samples;"
+	                 " ALTER TABLE events DROP COLUMN stop_max_us;"
+	                 " ALTER TABLE events DROP COLUMN episode_end; PRAGMA user_version = 1;");
+	snprintf(sql, sizeof sql, "INSERT INTO stacks VALUES (%lld, 1, 0, 1, 1, 1);"
+	         " INSERT INTO events (time, pid, tid, usage, threshold, consecutive, run_delay,"
+	         " stop_us, stack_hash) VALUES (1, 1, 2, 900, 800, 1, 0, 55, %lld);",
+	         (long long)HASH_A, (long long)HASH_A);
+	q_exec(fx->path, sql);
+	st = open_rw(fx->path);
+	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 2);
+	assert_int_equal(store_each_event_in(st, &all, read_episode, &r), 0);
+	assert_int_equal(r.events, 1);
+	assert_int_equal(r.samples, 1);
+	assert_int_equal(r.nstacks, 1);
+	assert_true(r.hashes[0] == HASH_A && r.counts[0] == 1);
+	assert_int_equal(r.stop_max_ns, 55000);
+	store_close(st);
+}
+
 static void test_open_creates_dir_and_file(void **state)
 {
 	struct fixture *fx = *state;
@@ -649,6 +786,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_event_undone_alone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_failure_rolls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ids_not_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_episode_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

@@ -192,16 +192,26 @@ static void test_human_escapes_names(void **state)
 static void test_json_exact(void **state)
 {
 	struct store_event ev = fixed_event();
+	const struct store_stack_count stacks[] = { { 0xdeadbeef, 14, NULL }, { 0x1234, 6, NULL } };
 	char *got;
 	(void)state;
 
+	ev.samples = 20;
+	ev.stop_max_ns = 97000;
+	ev.stacks = stacks;
+	ev.nstacks = 2;
+	ev.episode_end = "thread went idle after 20 samples";
 	got = format(tail_format_json, &ev);
 	assert_string_equal(got,
 		"{\"id\":7,\"time\":\"2026-11-29T13:04:05.123456+00:00\",\"host\":\"h1\","
 		"\"watch\":\"web\",\"pid\":4242,\"comm\":\"nginx\",\"exe\":\"/usr/sbin/nginx\","
 		"\"tid\":4250,\"thread\":\"worker-3\",\"usage\":987,\"threshold\":800,"
 		"\"consecutive\":1,\"run_delay\":0,\"freeze_us\":43,"
-		"\"stack_hash\":\"00000000deadbeef\",\"truncated\":false,\"error\":null,\"stack\":["
+		"\"stack_hash\":\"00000000deadbeef\",\"truncated\":false,\"error\":null,"
+		"\"samples\":20,\"freeze_max_us\":97,"
+		"\"episode_end\":\"thread went idle after 20 samples\",\"stacks\":["
+		"{\"stack_hash\":\"00000000deadbeef\",\"count\":14,\"key\":true},"
+		"{\"stack_hash\":\"0000000000001234\",\"count\":6,\"key\":false}],\"stack\":["
 		"{\"ip\":\"0x5555555551a9\",\"module\":\"/usr/bin/spin\",\"build_id\":\"0123abcd\","
 		"\"offset\":4521,\"func_offset\":4480,\"symbol\":\"spin_leaf\",\"symbol_offset\":41},"
 		"{\"ip\":\"0x7f0000001000\",\"module\":\"[vdso]\",\"build_id\":\"\","
@@ -213,12 +223,34 @@ static void test_json_exact(void **state)
 	ev.stack.nframes = 0;
 	ev.stack.truncated = false;
 	ev.error = "tid 4250 exited";
+	ev.samples = 0;
+	ev.nstacks = 0;
+	ev.episode_end = NULL;
 	ev.time_us = T0 - 123455;
 	got = format(tail_format_json, &ev);
 	set_tz("UTC");
 	assert_non_null(strstr(got, "\"time\":\"2026-11-29T18:34:05.000001+05:30\""));
 	assert_non_null(strstr(got, "\"stack_hash\":null,\"truncated\":false,"
-	                            "\"error\":\"tid 4250 exited\",\"stack\":[]}\n"));
+	                            "\"error\":\"tid 4250 exited\",\"samples\":0,"
+	                            "\"freeze_max_us\":97,\"episode_end\":null,\"stacks\":[],"
+	                            "\"stack\":[]}\n"));
+	free(got);
+}
+
+static void test_human_episode(void **state)
+{
+	struct store_event ev = fixed_event();
+	const struct store_stack_count stacks[] = { { 0xdeadbeef, 14, NULL }, { 0x1234, 6, NULL } };
+	char *got;
+	(void)state;
+
+	ev.samples = 20;
+	ev.stacks = stacks;
+	ev.nstacks = 2;
+	ev.episode_end = "thread went idle after 20 samples";
+	got = format(tail_format_human, &ev);
+	assert_non_null(strstr(got, "  key stack in 14 of 20 samples  stopped median 43 µs"));
+	assert_non_null(strstr(got, "\n  episode thread went idle after 20 samples\n"));
 	free(got);
 }
 
@@ -543,6 +575,7 @@ int main(void)
 		cmocka_unit_test_setup(test_human_local_offset, setup_utc),
 		cmocka_unit_test_setup(test_human_escapes_names, setup_utc),
 		cmocka_unit_test_setup(test_json_exact, setup_utc),
+		cmocka_unit_test_setup(test_human_episode, setup_utc),
 		cmocka_unit_test_setup(test_json_valid_whatever_the_bytes, setup_utc),
 		cmocka_unit_test_setup_teardown(test_run_missing_database, setup_db, teardown_db),
 		cmocka_unit_test_setup_teardown(test_run_last_lines, setup_db, teardown_db),
