@@ -2,6 +2,8 @@
  * See elfinfo.h. */
 #include "stackdump/elfinfo.h"
 
+#include "stackdump/minidebug.h"
+
 #include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -294,7 +296,20 @@ static int load_symbols(const struct src *s, const char *shtab, size_t shentsize
 		syms[nsyms].value = sym.st_value;
 		syms[nsyms].size = sym.st_size;
 		syms[nsyms].name = sym.st_name;
-		syms[nsyms].rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
+		/* Aliases share an address: prefer the global binding, then a
+		 * name that is not an old version (memcpy@GLIBC_2.2.5; the
+		 * default one, clock_gettime@@GLIBC_2.17 in .symtab, is shown
+		 * as clock_gettime), then the fewest leading underscores
+		 * (clone3, not __GI___clone3 or __clone3), as gdb names them.
+		 * STRTAB is our own copy: cutting a name there is safe. */
+		char *name = strtab + sym.st_name;
+		char *at = strchr(name, '@');
+		if (at && at[1] == '@')
+			*at = '\0';     /* the default version: its plain name */
+		unsigned under = (unsigned)strspn(name, "_");
+		under = (under < 127 ? under : 127) + (at && *at ? 128 : 0);
+		syms[nsyms].rank = (uint32_t)(bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2) << 8 |
+		                   under;
 		nsyms++;
 	}
 	free(symtab);
@@ -311,40 +326,154 @@ static int load_symbols(const struct src *s, const char *shtab, size_t shentsize
 	return 0;
 }
 
-/* Section headers: the build-id from SHT_NOTE sections when no PT_NOTE had
- * it, and the symbols from .symtab, else .dynsym (stripped binaries). */
-static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo *ei)
+/* Copies into *OUT the first symbols of ADD, appending its strings to ours:
+ * the .dynsym symbols and those of MiniDebugInfo make one table. */
+static int merge_symbols(struct elfinfo *ei, struct elfinfo *add)
 {
-	size_t nsec = eh->e_shnum;
+	if (add->nsyms == 0)
+		return 0;
+	if (ei->nsyms == 0) {
+		ei->syms = add->syms;
+		ei->nsyms = add->nsyms;
+		ei->strtab = add->strtab;
+		ei->strtab_size = add->strtab_size;
+		add->syms = NULL;
+		add->strtab = NULL;
+		add->nsyms = 0;
+		return 0;
+	}
+	if (add->strtab_size > UINT32_MAX - ei->strtab_size - 1)
+		return 0;
+	size_t n = ei->nsyms + add->nsyms;
+	struct elfinfo_sym *syms = malloc(n * sizeof(*syms));
+	char *strtab = malloc(ei->strtab_size + add->strtab_size + 1);
+	if (!syms || !strtab) {
+		free(syms);
+		free(strtab);
+		return -ENOMEM;
+	}
+	memcpy(strtab, ei->strtab, ei->strtab_size);
+	memcpy(strtab + ei->strtab_size, add->strtab, add->strtab_size);
+	strtab[ei->strtab_size + add->strtab_size] = '\0';
+	memcpy(syms, ei->syms, ei->nsyms * sizeof(*syms));
+	for (size_t i = 0; i < add->nsyms; i++) {
+		syms[ei->nsyms + i] = add->syms[i];
+		syms[ei->nsyms + i].name += (uint32_t)ei->strtab_size;
+	}
+	qsort(syms, n, sizeof(*syms), cmp_sym);
+	free(ei->syms);
+	free(ei->strtab);
+	ei->syms = syms;
+	ei->nsyms = n;
+	ei->strtab = strtab;
+	ei->strtab_size += add->strtab_size;
+	return 0;
+}
+
+static int read_image(const struct src *s, struct elfinfo *ei, bool inner);
+
+/* MiniDebugInfo: an xz-compressed ELF whose .symtab holds the function
+ * symbols the stripped file dropped. */
+static int read_debugdata(const struct src *s, const Elf64_Shdr *sh, struct elfinfo *ei)
+{
+	char *xz;
+	unsigned char *image;
+	size_t size;
+	struct elfinfo inner;
+
+	if (sh->sh_type != SHT_PROGBITS || sh->sh_size == 0 || sh->sh_size > ELFINFO_MAX_XZ_IN)
+		return 0;
+	int r = src_read_alloc(s, sh->sh_offset, sh->sh_size, &xz);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0;
+	r = minidebug_decompress(xz, sh->sh_size, ELFINFO_MAX_XZ_OUT, &image, &size);
+	free(xz);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0;
+	struct src in = { .fd = -1, .mem = image, .size = size };
+	r = read_image(&in, &inner, true);
+	free(image);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0;
+	r = merge_symbols(ei, &inner);
+	elfinfo_free(&inner);
+	return r;
+}
+
+/* .debug_frame, rewritten for libunwind (see debugframe.h). */
+static int read_debug_frame(const struct src *s, const Elf64_Shdr *sh, struct elfinfo *ei)
+{
+	char *sec;
+
+	if (sh->sh_type != SHT_PROGBITS || (sh->sh_flags & SHF_COMPRESSED) ||
+	    sh->sh_size == 0 || sh->sh_size > ELFINFO_MAX_EH_DATA || ei->nloads == 0)
+		return 0;
+	int r = src_read_alloc(s, sh->sh_offset, sh->sh_size, &sec);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0;
+	/* The image is shown to libunwind in a window as large as the module
+	 * (unwind.c), so it may not be larger. */
+	uint64_t span = ei->vaddr_hi - ei->vaddr_lo;
+	r = debugframe_convert((const unsigned char *)sec, sh->sh_size, ei->vaddr_lo, ei->vaddr_hi,
+	                       span < ELFINFO_MAX_EH_DATA ? span : ELFINFO_MAX_EH_DATA, &ei->dbg);
+	free(sec);
+	return r == -ENOMEM ? r : 0;
+}
+
+/* The name of section SH, or "" (names come from section e_shstrndx). */
+static const char *section_name(const char *names, uint64_t names_size, const Elf64_Shdr *sh)
+{
+	return names && sh->sh_name < names_size ? names + sh->sh_name : "";
+}
+
+/* Section headers: the build-id from SHT_NOTE sections when no PT_NOTE had
+ * it, .debug_frame, and the symbols from .symtab, else .dynsym and
+ * .gnu_debugdata (stripped binaries).  INNER: the image is MiniDebugInfo or
+ * a separate debug file; only its .symtab (and build-id) is wanted. */
+static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo *ei, bool inner)
+{
+	size_t nsec = eh->e_shnum, shstrndx = eh->e_shstrndx;
 
 	if (eh->e_shoff == 0)
 		return 0;
 	if (eh->e_shentsize != sizeof(Elf64_Shdr))
 		return -ENOEXEC;
-	if (nsec == 0) {
+	if (nsec == 0 || shstrndx == SHN_XINDEX) {
 		/* More than SHN_LORESERVE sections: the count is in the first
-		 * header's sh_size. */
+		 * header's sh_size, the names' index in its sh_link. */
 		Elf64_Shdr first;
 		int r = src_read(s, eh->e_shoff, &first, sizeof(first));
 		if (r < 0)
 			return r;
 		if (first.sh_size > ELFINFO_MAX_SHDRS)
 			return 0;
-		nsec = first.sh_size;
+		if (nsec == 0)
+			nsec = first.sh_size;
+		if (shstrndx == SHN_XINDEX)
+			shstrndx = first.sh_link;
 	}
 	if (nsec == 0)
 		return 0;
 
-	char *shtab;
+	char *shtab, *names = NULL;
+	uint64_t names_size = 0;
 	int r = src_read_alloc(s, eh->e_shoff, (uint64_t)nsec * eh->e_shentsize, &shtab);
 	if (r < 0)
 		return r;
+	if (shstrndx > 0 && shstrndx < nsec) {
+		Elf64_Shdr sh;
+		memcpy(&sh, shtab + shstrndx * eh->e_shentsize, sizeof(sh));
+		if (sh.sh_type == SHT_STRTAB && sh.sh_size <= ELFINFO_MAX_SYMTAB &&
+		    src_read_alloc(s, sh.sh_offset, sh.sh_size, &names) == 0)
+			names_size = sh.sh_size;
+	}
 
-	size_t symtab = 0, dynsym = 0;
+	size_t symtab = 0, dynsym = 0, debug_frame = 0, debugdata = 0;
 	for (size_t i = 1; i < nsec; i++) {
 		Elf64_Shdr sh;
 
 		memcpy(&sh, shtab + i * eh->e_shentsize, sizeof(sh));
+		const char *name = section_name(names, names_size, &sh);
 		if (sh.sh_type == SHT_SYMTAB && !symtab)
 			symtab = i;
 		else if (sh.sh_type == SHT_DYNSYM && !dynsym)
@@ -352,17 +481,44 @@ static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo 
 		else if (sh.sh_type == SHT_NOTE && ei->build_id[0] == '\0')
 			notes_build_id(s, sh.sh_offset, sh.sh_size, sh.sh_addralign,
 			               ei->build_id, sizeof(ei->build_id));
+		else if (strcmp(name, ".debug_frame") == 0 && !debug_frame)
+			debug_frame = i;
+		else if (strcmp(name, ".gnu_debugdata") == 0 && !debugdata)
+			debugdata = i;
 	}
+	free(names);
 	r = 0;
-	if (symtab)
+	ei->symsrc = "";
+	if (symtab) {
 		r = load_symbols(s, shtab, eh->e_shentsize, nsec, symtab, ei);
-	if (r == 0 && ei->nsyms == 0 && dynsym)
-		r = load_symbols(s, shtab, eh->e_shentsize, nsec, dynsym, ei);
+		if (ei->nsyms)
+			ei->symsrc = ".symtab";
+	}
+	if (!inner && r == 0 && ei->nsyms == 0) {
+		if (dynsym) {
+			r = load_symbols(s, shtab, eh->e_shentsize, nsec, dynsym, ei);
+			if (ei->nsyms)
+				ei->symsrc = ".dynsym";
+		}
+		if (r == 0 && debugdata) {
+			Elf64_Shdr sh;
+			size_t before = ei->nsyms;
+			memcpy(&sh, shtab + debugdata * eh->e_shentsize, sizeof(sh));
+			r = read_debugdata(s, &sh, ei);
+			if (ei->nsyms > before)
+				ei->symsrc = before ? ".dynsym+.gnu_debugdata" : ".gnu_debugdata";
+		}
+	}
+	if (!inner && r == 0 && debug_frame) {
+		Elf64_Shdr sh;
+		memcpy(&sh, shtab + debug_frame * eh->e_shentsize, sizeof(sh));
+		r = read_debug_frame(s, &sh, ei);
+	}
 	free(shtab);
 	return r;
 }
 
-static int read_image(const struct src *s, struct elfinfo *ei)
+static int read_image(const struct src *s, struct elfinfo *ei, bool inner)
 {
 	Elf64_Ehdr eh;
 
@@ -375,9 +531,9 @@ static int read_image(const struct src *s, struct elfinfo *ei)
 	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN))
 		return -ENOEXEC;
 	ei->type = eh.e_type;
-	r = read_phdrs(s, &eh, ei);
+	r = inner ? 0 : read_phdrs(s, &eh, ei);
 	if (r == 0)
-		r = read_shdrs(s, &eh, ei);
+		r = read_shdrs(s, &eh, ei, inner);
 	if (r < 0)
 		elfinfo_free(ei);
 	return r;
@@ -393,14 +549,27 @@ int elfinfo_read_fd(int fd, struct elfinfo *ei)
 	if (!S_ISREG(st.st_mode))
 		return -ENOEXEC;
 	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
-	return read_image(&s, ei);
+	return read_image(&s, ei, false);
+}
+
+int elfinfo_read_symbols_fd(int fd, struct elfinfo *ei)
+{
+	struct stat st;
+
+	memset(ei, 0, sizeof(*ei));
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOEXEC;
+	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
+	return read_image(&s, ei, true);
 }
 
 int elfinfo_read_mem(const void *image, size_t size, struct elfinfo *ei)
 {
 	struct src s = { .fd = -1, .mem = image, .size = size };
 
-	return read_image(&s, ei);
+	return read_image(&s, ei, false);
 }
 
 void elfinfo_free(struct elfinfo *ei)
@@ -409,6 +578,7 @@ void elfinfo_free(struct elfinfo *ei)
 	free(ei->loads);
 	free(ei->syms);
 	free(ei->strtab);
+	debugframe_free(&ei->dbg);
 	memset(ei, 0, sizeof(*ei));
 }
 

@@ -1,6 +1,8 @@
 /* elfinfo: what stackdump needs from a module's ELF image -- its GNU
  * build-id, its PT_LOAD segments (to turn a file offset into an ELF virtual
- * address) and its function symbols.
+ * address), its unwind tables (.eh_frame_hdr, else .debug_frame) and its
+ * function symbols (.symtab, else .dynsym with the MiniDebugInfo symbols of
+ * .gnu_debugdata).
  *
  * Internal to stackdump/.  The image is read with pread(2) or from memory,
  * never mmapped (a file truncated under an mmap raises SIGBUS), and every
@@ -15,12 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stackdump/debugframe.h"
+
 /* Caps on what one module may make us allocate. */
 #define ELFINFO_MAX_PHDRS   4096
 #define ELFINFO_MAX_SHDRS   65536
 #define ELFINFO_MAX_NOTES   (1u << 20)      /* bytes of notes read per segment */
 #define ELFINFO_MAX_SYMTAB  (256u << 20)    /* bytes of .symtab or of its strings */
 #define ELFINFO_MAX_EH_DATA (32u << 20)     /* bytes of unwind data copied */
+#define ELFINFO_MAX_XZ_IN   (16u << 20)     /* bytes of .gnu_debugdata */
+#define ELFINFO_MAX_XZ_OUT  (64u << 20)     /* bytes it may decompress to */
 
 struct elfinfo_load {
 	uint64_t offset;   /* p_offset */
@@ -35,7 +41,9 @@ struct elfinfo_sym {
 	uint64_t value;    /* st_value: ELF virtual address */
 	uint64_t size;     /* st_size, > 0 */
 	uint32_t name;     /* offset in strtab */
-	uint32_t rank;     /* 0 global, 1 weak, 2 local: lower is preferred */
+	uint32_t rank;     /* binding (0 global, 1 weak, 2 local) << 8 | 128 when
+	                      the name has a version (@) | its leading
+	                      underscores: lower is preferred */
 };
 
 struct elfinfo {
@@ -58,10 +66,15 @@ struct elfinfo {
 	unsigned char *eh_data;     /* NULL when not copied */
 	uint64_t eh_data_vaddr;
 	uint64_t eh_data_size;
+	/* .debug_frame in .eh_frame form, for code its .eh_frame does not
+	 * cover; at most vaddr_hi - vaddr_lo bytes (see unwind.c). */
+	struct debugframe dbg;
 	struct elfinfo_sym *syms;   /* sized FUNC/IFUNC symbols by value */
 	size_t nsyms;
 	char *strtab;               /* NUL-terminated copy of their string table */
 	size_t strtab_size;
+	const char *symsrc;         /* ".symtab", ".dynsym", ".dynsym+.gnu_debugdata",
+	                               ".gnu_debugdata", "debug file" or "" */
 };
 
 /* Reads the ELF image in file FD (read with pread, offsets from 0).
@@ -69,6 +82,11 @@ struct elfinfo {
  * ET_EXEC/ET_DYN image, -ENOMEM, or the read error.  A module without
  * symbols or build-id is still a success.  *EI is always initialised. */
 int elfinfo_read_fd(int fd, struct elfinfo *ei);
+
+/* Reads only the build-id and the .symtab of the ELF file FD: a separate
+ * debug file (/usr/lib/debug/.build-id/NN/NNNN.debug).  Returns as
+ * elfinfo_read_fd. */
+int elfinfo_read_symbols_fd(int fd, struct elfinfo *ei);
 
 /* The same from an image of SIZE bytes in memory (the vDSO, tests). */
 int elfinfo_read_mem(const void *image, size_t size, struct elfinfo *ei);

@@ -1,6 +1,6 @@
 /* stackdump: print one thread's user stack (pstack for one thread).
  *
- *   stackdump [-n MAX_FRAMES] [--help] [--version] TID
+ *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--help] [--version] TID
  *
  * Exit status: 0 dumped, 1 the dump failed, 2 usage error.
  */
@@ -13,21 +13,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 
 #ifndef CPUMOND_VERSION
 #define CPUMOND_VERSION "unknown"
 #endif
 
-static const char usage_line[] = "usage: stackdump [-n MAX_FRAMES] [--help] [--version] TID\n";
+static const char usage_line[] =
+	"usage: stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--help] [--version] TID\n";
 
 static void usage(FILE *f)
 {
 	fprintf(f, "%s"
 	           "Stops thread TID for as short a time as possible, prints its stack.\n"
+	           "  -a, --addresses     print each frame's instruction pointer\n"
 	           "  -n, --max-frames N  unwind at most N frames (1..%d, default 256)\n"
+	           "  -s, --stack-copy N  copy N bytes of stack (%u..%u, default %u)\n"
 	           "  -h, --help          print this help\n"
 	           "  -V, --version       print the version\n",
-	        usage_line, STACKDUMP_MAX_FRAMES);
+	        usage_line, STACKDUMP_MAX_FRAMES, STACKDUMP_STACK_COPY_MIN,
+	        STACKDUMP_STACK_COPY_MAX, STACKDUMP_STACK_COPY_DEFAULT);
 }
 
 __attribute__((format(printf, 1, 2)))
@@ -87,23 +92,61 @@ static pid_t tgid_of(pid_t tid)
 	return pid;
 }
 
+/* As stackdump_print, with each frame's absolute ip after its number, the
+ * way gdb and eu-stack print them: "  #N 0xIP symbol+0xoff (module)". */
+static void print_with_addresses(const struct stackdump_stack *st)
+{
+	for (size_t i = 0; i < st->nframes; i++) {
+		struct stackdump_stack one = { .frames = &st->frames[i], .nframes = 1 };
+		char prefix[48];
+
+		/* stackdump_print numbers from 0: print the line, then fix it. */
+		char *line = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&line, &len);
+		if (!f)
+			return;
+		stackdump_print(&one, "", f);
+		fclose(f);
+		snprintf(prefix, sizeof(prefix), "  #%zu 0x%" PRIx64 " ", i, st->frames[i].ip);
+		fputs(prefix, stdout);
+		fputs(line + 3, stdout);            /* after "#0 " */
+		free(line);
+	}
+	if (st->truncated)
+		printf("  (truncated at %zu frames)\n", st->nframes);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
+		{ "addresses", no_argument, NULL, 'a' },
 		{ "max-frames", required_argument, NULL, 'n' },
+		{ "stack-copy", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	long max_frames = 256, tid;
+	long max_frames = 256, stack_copy = STACKDUMP_STACK_COPY_DEFAULT, tid;
+	bool addresses = false;
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":n:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":an:s:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			if (!parse_num(optarg, 1, STACKDUMP_MAX_FRAMES, &max_frames))
 				return usage_error("-n wants a number of frames in 1..1024, not \"%s\"",
+				                   optarg);
+			break;
+		case 'a':
+			addresses = true;
+			break;
+		case 's':
+			if (!parse_num(optarg, STACKDUMP_STACK_COPY_MIN, STACKDUMP_STACK_COPY_MAX,
+			               &stack_copy))
+				return usage_error("-s wants a number of bytes in %u..%u, not \"%s\"",
+				                   STACKDUMP_STACK_COPY_MIN, STACKDUMP_STACK_COPY_MAX,
 				                   optarg);
 			break;
 		case 'h':
@@ -132,8 +175,9 @@ int main(int argc, char **argv)
 	}
 
 	struct stackdump *sd = stackdump_new();
-	if (!sd) {
+	if (!sd || stackdump_set_stack_copy(sd, (size_t)stack_copy) < 0) {
 		perror("stackdump");
+		stackdump_free(sd);
 		return 1;
 	}
 	struct stackdump_stack st;
@@ -156,7 +200,10 @@ int main(int argc, char **argv)
 	printf(") of pid %d (", (int)pid);
 	stackdump_put_escaped(pname, stdout);
 	printf("), stopped %" PRIu64 " µs\n", (st.stop_ns + 500) / 1000);
-	stackdump_print(&st, "  ", stdout);
+	if (addresses)
+		print_with_addresses(&st);
+	else
+		stackdump_print(&st, "  ", stdout);
 	if (st.error[0])
 		fprintf(stderr, "stackdump: %s\n", st.error);
 

@@ -1,9 +1,11 @@
-/* stackdump: stop one thread, unwind its user stack, let it go.
+/* stackdump: stop one thread, copy its registers and live stack, let it go,
+ * then unwind the copy.
  *
  * A small library with no knowledge of the configuration or the database,
  * and the engine of the standalone `stackdump TID` command.  The thread is
  * stopped with PTRACE_SEIZE + PTRACE_INTERRUPT (the other threads of its
- * process keep running) and detached before stackdump_thread returns --
+ * process keep running) only for the copy, and detached before the unwind
+ * and before stackdump_thread returns --
  * except a thread that does not stop within 100 ms: the kernel cannot take
  * back an interrupt, so it stays traced and is detached by a later call
  * (stackdump_poll, stackdump_thread, stackdump_forget, stackdump_free) as
@@ -21,6 +23,14 @@
 #include <sys/types.h>
 
 #define STACKDUMP_MAX_FRAMES 1024
+
+/* Bytes of stack copied while the thread is stopped, from 128 bytes below
+ * its stack pointer up (never past the end of its stack mapping).  Hot
+ * threads' live stacks measured ~5 KB; 200 frames of a small recursive
+ * function ~10 KB.  The copy costs 1-5 µs for 4-64 KiB. */
+#define STACKDUMP_STACK_COPY_DEFAULT (64u * 1024)
+#define STACKDUMP_STACK_COPY_MIN     (4u * 1024)
+#define STACKDUMP_STACK_COPY_MAX     (1024u * 1024)
 
 /* One frame.  ip is the absolute address (changes with ASLR); the rest is
  * relative to the module, so it is the same at every load address. */
@@ -41,7 +51,10 @@ struct stackdump_stack {
 	size_t nframes;
 	bool truncated;          /* max_frames was reached before the outermost frame */
 	uint64_t hash;           /* stackdump_hash() of the frames; 0 when nframes == 0 */
-	uint64_t stop_ns;        /* how long the thread was stopped (interrupt..detach) */
+	uint64_t stop_ns;        /* how long the thread was stopped (interrupt..detach),
+	                            also set when the dump failed after the stop */
+	uint64_t stop_start_ns;  /* CLOCK_MONOTONIC at the interrupt, 0 when the
+	                            thread was not stopped */
 	char error[256];         /* "" on success, else why there is no (full) stack */
 };
 
@@ -51,8 +64,15 @@ struct stackdump;            /* per-daemon state: caches per process */
 struct stackdump *stackdump_new(void);
 void stackdump_free(struct stackdump *sd);
 
-/* Dumps thread TID of process PID: stops it, unwinds at most MAX_FRAMES
- * (1..STACKDUMP_MAX_FRAMES) frames, detaches.  Returns 0 with a stack in
+/* Sets how many bytes of stack a dump copies (STACKDUMP_STACK_COPY_MIN..
+ * STACKDUMP_STACK_COPY_MAX, default STACKDUMP_STACK_COPY_DEFAULT).  A stack
+ * deeper than that is unwound as far as the copy goes, with OUT->error
+ * saying so.  Returns 0, -EINVAL or -ENOMEM (the old size stays). */
+int stackdump_set_stack_copy(struct stackdump *sd, size_t bytes);
+
+/* Dumps thread TID of process PID: stops it, copies its registers and
+ * stack, detaches, then unwinds at most MAX_FRAMES (1..STACKDUMP_MAX_FRAMES)
+ * frames from the copy.  Returns 0 with a stack in
  * *OUT, or a negative errno with OUT->error saying why in words a user can
  * act on, for example:
  *   -EPERM   "cannot attach to tid 4242: operation not permitted (TracerPid 311: gdb)"
@@ -60,7 +80,9 @@ void stackdump_free(struct stackdump *sd);
  *   -EAGAIN  "tid 4242 is in uninterruptible sleep (D)" (not interrupted)
  *   -ETIMEDOUT  it did not stop within 100 ms (see stackdump_poll)
  * A partial unwind still returns 0, with the frames found and OUT->error
- * "unwind stopped after N frames: ...".  OUT is always initialised and must
+ * "unwind stopped after N frames: ..." (for example "...: the stack is
+ * deeper than the 65536 bytes copied").  OUT->stop_ns and stop_start_ns are
+ * set whenever the thread was stopped.  OUT is always initialised and must
  * be released with stackdump_stack_free, also on failure. */
 int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
                      struct stackdump_stack *out);

@@ -8,8 +8,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "stackdump/debugframe.h"
 #include "stackdump/elfinfo.h"
 #include "stackdump/procmaps.h"
+#include "stackdump/snapshot.h"
 #include "stackdump/stackdump.h"
 
 #include <errno.h>
@@ -336,6 +338,217 @@ static void test_elfinfo_hostile(void **state)
 	}
 	free(bad);
 	free(good);
+}
+
+/* ---- .debug_frame, MiniDebugInfo, seeds of the fuzz corpus ---- */
+
+/* A file of tests/fuzz/corpus/elf/ (tests run from the top directory), or
+ * NULL: the test then skips. */
+static unsigned char *corpus_file(const char *name, size_t *size)
+{
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "tests/fuzz/corpus/elf/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0) {
+		if (fd >= 0)
+			close(fd);
+		print_message("skipped: %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	unsigned char *buf = malloc((size_t)st.st_size);
+	assert_non_null(buf);
+	assert_int_equal(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	*size = (size_t)st.st_size;
+	return buf;
+}
+
+static uint32_t u32_at(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t u64_at(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* A hand-made .debug_frame: a CIE, an FDE for [0x1100, 0x1140), an FDE
+ * outside the module, one in 64-bit DWARF (dropped), and an FDE for
+ * [0x1000, 0x1010) pointing back to the CIE. */
+static void test_debugframe_convert(void **state)
+{
+	(void)state;
+	unsigned char sec[256];
+	size_t n = 0;
+#define PUT(v, k) (memcpy(sec + n, &(v), k), n += k)
+	uint32_t len = 16, id = 0xffffffff;
+	PUT(len, 4);
+	PUT(id, 4);
+	static const unsigned char cie[] = { 1, 0, 1, 0x78, 16, 0x0c, 7, 8, 0x90, 1, 0, 0 };
+	memcpy(sec + n, cie, sizeof(cie));
+	n += sizeof(cie);
+	struct { uint64_t start, range; } fdes[] = { { 0x1100, 0x40 }, { 0x900000, 0x10 } };
+	for (int i = 0; i < 2; i++) {
+		uint32_t flen = 4 + 16 + 4, cieptr = 0;
+		static const unsigned char instr[] = { 0x44, 0x0e, 0x10, 0 };
+		PUT(flen, 4);
+		PUT(cieptr, 4);
+		PUT(fdes[i].start, 8);
+		PUT(fdes[i].range, 8);
+		memcpy(sec + n, instr, 4);
+		n += 4;
+	}
+	uint32_t dw64 = 0xffffffff;
+	uint64_t len64 = 4;
+	PUT(dw64, 4);
+	PUT(len64, 8);
+	n += 4;
+	uint32_t flen = 4 + 16, cieptr = 0;
+	uint64_t start = 0x1000, range = 0x10;
+	PUT(flen, 4);
+	PUT(cieptr, 4);
+	PUT(start, 8);
+	PUT(range, 8);
+#undef PUT
+
+	struct debugframe df;
+	assert_int_equal(debugframe_convert(sec, n, 0x0, 0x2000, 1 << 20, &df), 0);
+	assert_int_equal(df.count, 2);
+	/* The CIE, rewritten as .eh_frame has it: id 0, "zR", pcrel|sdata8. */
+	assert_int_equal(u32_at(df.data + 4), 0);
+	assert_memory_equal(df.data + 9, "zR", 3);
+	/* The table: sorted by start; each FDE's pc-relative start decodes to
+	 * its ELF address as libunwind computes it (the field's shadow
+	 * address plus the value, modulo 2^64). */
+	const unsigned char *tab = df.data + df.table_off;
+	int32_t s0, f0, s1, f1;
+	memcpy(&s0, tab, 4);
+	memcpy(&f0, tab + 4, 4);
+	memcpy(&s1, tab + 8, 4);
+	memcpy(&f1, tab + 12, 4);
+	assert_int_equal(s0, 0x1000);
+	assert_int_equal(s1, 0x1100);
+	uint64_t field = DEBUGFRAME_SHADOW + (uint64_t)f1 + 8;
+	assert_int_equal(field + u64_at(df.data + f1 + 8), 0x1100);
+	assert_int_equal(u64_at(df.data + f1 + 16), 0x40);
+	/* The CIE pointer leads back to offset 0. */
+	assert_int_equal((uint64_t)f0 + 4 - u32_at(df.data + f0 + 4), 0);
+	assert_int_equal(df.size % 8, 0);
+	debugframe_free(&df);
+
+	/* Too large for the window: refused, nothing kept. */
+	assert_int_equal(debugframe_convert(sec, n, 0x0, 0x2000, 16, &df), -E2BIG);
+	assert_null(df.data);
+	/* Every prefix and some corruption: no crash, no overread (ASan). */
+	for (size_t cut = 0; cut <= n; cut++) {
+		unsigned char *p = malloc(cut ? cut : 1);
+		assert_non_null(p);
+		memcpy(p, sec, cut);
+		if (debugframe_convert(p, cut, 0, 0x2000, 1 << 20, &df) == 0)
+			debugframe_free(&df);
+		for (size_t k = 0; k < cut; k += 3) {
+			p[k] ^= 0xa5;
+			if (debugframe_convert(p, cut, 0, 0x2000, 1 << 20, &df) == 0)
+				debugframe_free(&df);
+			p[k] ^= 0xa5;
+		}
+		free(p);
+	}
+}
+
+/* The seeds are real (tiny) ELF files: their unwind data and symbols are
+ * found the way a module's are. */
+static void test_elfinfo_seeds(void **state)
+{
+	(void)state;
+	struct elfinfo ei;
+	size_t size;
+	uint64_t start;
+	unsigned char *img = corpus_file("seed-debug-frame", &size);
+
+	if (!img)
+		skip();
+	assert_int_equal(elfinfo_read_mem(img, size, &ei), 0);
+	assert_false(ei.has_eh_table);         /* -fno-asynchronous-unwind-tables */
+	assert_true(ei.dbg.count >= 2);
+	assert_string_equal(ei.symsrc, ".symtab");
+	elfinfo_free(&ei);
+	free(img);
+
+	/* Stripped, with its function symbols in xz-compressed .gnu_debugdata. */
+	img = corpus_file("seed-minidebuginfo", &size);
+	assert_non_null(img);
+	assert_int_equal(elfinfo_read_mem(img, size, &ei), 0);
+	assert_string_equal(ei.symsrc, ".gnu_debugdata");
+	uint64_t mid = 0;
+	for (size_t i = 0; i < ei.nsyms; i++)
+		if (strcmp(ei.strtab + ei.syms[i].name, "mid") == 0)
+			mid = ei.syms[i].value;
+	assert_int_not_equal(mid, 0);
+	const char *name = elfinfo_symbol(&ei, mid + 1, &start);
+	assert_non_null(name);
+	assert_string_equal(name, "mid");
+	elfinfo_free(&ei);
+
+	/* A corrupt xz stream: no symbols, no failure. */
+	unsigned char *xz = memmem(img, size, "\xfd" "7zXZ", 5);
+	assert_non_null(xz);
+	xz[40] ^= 0xff;
+	assert_int_equal(elfinfo_read_mem(img, size, &ei), 0);
+	assert_int_equal(ei.nsyms, 0);
+	elfinfo_free(&ei);
+	free(img);
+}
+
+/* Names are given only inside a symbol's extent. */
+static void test_elfinfo_symbol_extent(void **state)
+{
+	(void)state;
+	struct elfinfo_sym syms[] = {
+		{ .value = 0x1000, .size = 0x20, .name = 1, .rank = 0 },
+		{ .value = 0x1040, .size = 0x10, .name = 3, .rank = 0 },
+	};
+	char strtab[] = "\0a\0b";
+	struct elfinfo ei = { .syms = syms, .nsyms = 2, .strtab = strtab, .strtab_size = 5 };
+	uint64_t start = 0;
+
+	assert_string_equal(elfinfo_symbol(&ei, 0x1000, &start), "a");
+	assert_string_equal(elfinfo_symbol(&ei, 0x101f, &start), "a");
+	assert_null(elfinfo_symbol(&ei, 0x1020, &start));   /* after a's end: no name */
+	assert_null(elfinfo_symbol(&ei, 0x103f, &start));
+	assert_string_equal(elfinfo_symbol(&ei, 0x1045, &start), "b");
+	assert_int_equal(start, 0x1040);
+	assert_null(elfinfo_symbol(&ei, 0xfff, &start));
+	assert_null(elfinfo_symbol(&ei, 0x1050, &start));
+}
+
+static void test_snapshot_word(void **state)
+{
+	(void)state;
+	unsigned char stack[32];
+	struct snapshot snap = { .stack = stack, .cap = sizeof(stack), .stack_addr = 0x7000,
+	                         .stack_len = 24 };
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(stack); i++)
+		stack[i] = (unsigned char)i;
+	assert_true(snapshot_word(&snap, 0x7000, &v));
+	assert_int_equal(v, 0x0706050403020100ull);
+	assert_true(snapshot_word(&snap, 0x7010, &v));
+	assert_false(snapshot_word(&snap, 0x7011, &v));   /* runs past the copy */
+	assert_false(snapshot_word(&snap, 0x6fff, &v));
+	assert_false(snapshot_word(&snap, UINT64_MAX - 3, &v));
+	snap.stack_len = 0;
+	assert_false(snapshot_word(&snap, 0x7000, &v));
 }
 
 /* ---- the maps parser ---- */
@@ -693,6 +906,26 @@ static void test_live_errors(void **state)
 	running_again(target.hot, 0);
 }
 
+/* The stack copy size: checked, and a small copy still unwinds the short
+ * hot chain; the stop time is recorded. */
+static void test_live_stack_copy(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+
+	require_target();
+	assert_int_equal(stackdump_set_stack_copy(sd, 1), -EINVAL);
+	assert_int_equal(stackdump_set_stack_copy(sd, STACKDUMP_STACK_COPY_MAX + 1), -EINVAL);
+	assert_int_equal(stackdump_set_stack_copy(sd, STACKDUMP_STACK_COPY_MIN), 0);
+	int r = dump(target.hot, &st);
+	assert_int_equal(stackdump_set_stack_copy(sd, STACKDUMP_STACK_COPY_DEFAULT), 0);
+	assert_int_equal(r, 0);
+	assert_true(find_symbol(&st, "hot_thread_main") >= 0);
+	assert_true(st.stop_ns > 0);
+	stackdump_stack_free(&st);
+	running_again(target.hot, 0);
+}
+
 /* A thread that cannot get a CPU for 400 ms (a SCHED_FIFO hog holds the
  * only CPU it may use) does not stop within the 100 ms deadline: the dump
  * gives up, the thread stays pending, and stackdump_poll() releases it once
@@ -852,6 +1085,10 @@ int main(void)
 		cmocka_unit_test(test_elfinfo_rejects),
 		cmocka_unit_test(test_elfinfo_hostile),
 		cmocka_unit_test(test_procmaps_parse),
+		cmocka_unit_test(test_debugframe_convert),
+		cmocka_unit_test(test_elfinfo_seeds),
+		cmocka_unit_test(test_elfinfo_symbol_extent),
+		cmocka_unit_test(test_snapshot_word),
 	};
 	const struct CMUnitTest live[] = {
 		cmocka_unit_test(test_live_hot_chain),
@@ -859,6 +1096,7 @@ int main(void)
 		cmocka_unit_test(test_live_idle),
 		cmocka_unit_test(test_live_group_stopped),
 		cmocka_unit_test(test_live_errors),
+		cmocka_unit_test(test_live_stack_copy),
 		cmocka_unit_test(test_live_timeout_pending),
 		cmocka_unit_test(test_live_uninterruptible),
 	};

@@ -1,0 +1,417 @@
+/* snapshot: the stop, and nothing but the copy inside it.  See snapshot.h.
+ *
+ * The window, from PTRACE_INTERRUPT to PTRACE_DETACH: wait for the stop,
+ * raise to SCHED_FIFO, one PTRACE_GETREGS, one process_vm_readv of the live
+ * stack, PTRACE_DETACH.  No file is opened and nothing is allocated in it.
+ */
+#include "stackdump/snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <limits.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Before sleeping, spin on waitpid(WNOHANG) this long (see wait_stop). */
+#define STOP_SPIN_NS (30 * 1000ull)
+#define PAGE 4096u
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+__attribute__((format(printf, 3, 4)))
+static void set_error(char *err, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, size, fmt, ap);
+	va_end(ap);
+}
+
+/* strerror, lowercased, as messages are. */
+static const char *errstr(int e, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s", strerror(e));
+	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
+}
+
+/* ---- pending threads ---- */
+
+/* The signal to hand back on detach: a signal-delivery-stop's signal, none
+ * for PTRACE_EVENT_STOP (the interrupt itself, or a group-stop, which the
+ * kernel reinstates by itself on detach). */
+static int stop_signal(int status)
+{
+	return ((unsigned)status >> 16) == 0 ? WSTOPSIG(status) : 0;
+}
+
+/* Makes room for one more pending thread.  Called before a thread is
+ * seized, so that pending_add cannot fail once it is. */
+static int pending_reserve(struct snapshot_pending *pend)
+{
+	if (pend->n == pend->cap) {
+		size_t cap = pend->cap ? pend->cap * 2 : 8;
+		pid_t *p = realloc(pend->v, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		pend->v = p;
+		pend->cap = cap;
+	}
+	return 0;
+}
+
+static void pending_add(struct snapshot_pending *pend, pid_t tid)
+{
+	pend->v[pend->n++] = tid;
+}
+
+bool snapshot_pending_has(const struct snapshot_pending *pend, pid_t tid)
+{
+	for (size_t i = 0; i < pend->n; i++)
+		if (pend->v[i] == tid)
+			return true;
+	return false;
+}
+
+int snapshot_poll(struct snapshot_pending *pend)
+{
+	for (size_t i = 0; i < pend->n;) {
+		pid_t tid = pend->v[i];
+		int st;
+		bool done = false;
+		pid_t r = waitpid(tid, &st, WNOHANG | __WALL);
+
+		if (r == tid && WIFSTOPPED(st))
+			done = ptrace(PTRACE_DETACH, tid, NULL,
+			              (void *)(long)stop_signal(st)) == 0;
+		else if (r == tid)
+			done = true;           /* it exited: reaped */
+		else if (r < 0 && errno == ECHILD)
+			done = true;           /* no longer ours */
+		if (done)
+			pend->v[i] = pend->v[--pend->n];
+		else
+			i++;
+	}
+	return (int)pend->n;
+}
+
+void snapshot_pending_free(struct snapshot_pending *pend)
+{
+	free(pend->v);
+	memset(pend, 0, sizeof(*pend));
+}
+
+/* ---- the stop ---- */
+
+/* Once the thread is stopped, the calling thread runs at SCHED_FIFO 1 until
+ * it is detached, when it may (CAP_SYS_NICE, or RLIMIT_RTPRIO >= 1).  On a
+ * busy 2-core machine the thread woken by PTRACE_DETACH, or any other,
+ * preempted the tracer inside the window: ~2 ms stops (up to a tick)
+ * instead of ~60 µs.  Not while waiting for the stop: a SCHED_FIFO waiter
+ * starves a target that shares its CPU (140-330 µs waits measured). */
+struct rt_save {
+	bool changed;
+	int policy;
+	struct sched_param param;
+};
+
+static void rt_enter(struct rt_save *s)
+{
+	struct sched_param fifo = { .sched_priority = 1 };
+	int policy = sched_getscheduler(0);
+
+	s->changed = false;
+	if (policy < 0 || (policy & ~SCHED_RESET_ON_FORK) == SCHED_FIFO ||
+	    (policy & ~SCHED_RESET_ON_FORK) == SCHED_RR || sched_getparam(0, &s->param) < 0)
+		return;
+	if (sched_setscheduler(0, SCHED_FIFO, &fifo) == 0) {
+		s->changed = true;
+		s->policy = policy;
+	}
+}
+
+static void rt_leave(const struct rt_save *s)
+{
+	if (s->changed)
+		sched_setscheduler(0, s->policy, &s->param);
+}
+
+enum wait_result { WAIT_STOPPED, WAIT_EXITED, WAIT_TIMEOUT };
+
+/* Waits until the interrupted TID stops, it exits or the deadline passes,
+ * never blocking in waitpid (a thread in D would hold us forever).
+ *
+ * A target running on another CPU stops 10-25 µs after the interrupt: spin
+ * that long.  A target that shares our CPU only stops once we leave it, and
+ * sched_yield() does not always give way to a CPU hog (it may not be
+ * eligible to run yet): then sleep, in short naps so that its stop is seen
+ * soon.  The timer slack (50 µs by default) would stretch every nap; it is
+ * lowered for the wait.  Exponential naps after 2 ms bound the wake-ups. */
+static enum wait_result wait_stop(pid_t tid, uint64_t t0, int *sig)
+{
+	struct timespec nap = { 0, 10000 };
+	int slack = -1;
+	enum wait_result res;
+
+	for (;;) {
+		int st;
+		pid_t r = waitpid(tid, &st, WNOHANG | __WALL);
+
+		if (r == tid && WIFSTOPPED(st)) {
+			*sig = stop_signal(st);
+			res = WAIT_STOPPED;
+			break;
+		}
+		if (r == tid || (r < 0 && errno != EINTR)) {
+			res = WAIT_EXITED;     /* or ECHILD: not our tracee any more */
+			break;
+		}
+		uint64_t waited = now_ns() - t0;
+		if (waited >= SNAPSHOT_DEADLINE_NS) {
+			res = WAIT_TIMEOUT;
+			break;
+		}
+		if (waited < STOP_SPIN_NS) {
+			sched_yield();
+		} else {
+			if (slack < 0) {
+				slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+				if (slack > 1000)
+					prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0);
+			}
+			nanosleep(&nap, NULL);
+			if (waited > 2000000 && nap.tv_nsec < 1000000)
+				nap.tv_nsec *= 2;
+		}
+	}
+	if (slack > 1000)
+		prctl(PR_SET_TIMERSLACK, slack, 0, 0, 0);
+	return res;
+}
+
+/* Reads a small /proc file into BUF, NUL-terminated; false when it cannot. */
+static bool read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = -1;
+
+	if (fd >= 0) {
+		do
+			n = read(fd, buf, size - 1);
+		while (n < 0 && errno == EINTR);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	return n > 0;
+}
+
+/* COMM with anything but printable ASCII replaced by '?' (it goes into a
+ * message that is printed and logged). */
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e || *s == '\\')
+			*s = '?';
+}
+
+static int attach_error(pid_t pid, pid_t tid, int e, char *err, size_t errsize)
+{
+	char path[64], buf[4096], ebuf[64];
+	long tracer = -1;
+
+	if (e == ESRCH) {
+		set_error(err, errsize, "tid %d exited", (int)tid);
+		return -ESRCH;
+	}
+	if (e != EPERM) {
+		set_error(err, errsize, "cannot attach to tid %d: %s", (int)tid,
+		          errstr(e, ebuf, sizeof(ebuf)));
+		return -e;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	if (read_small(path, buf, sizeof(buf))) {
+		const char *t = strstr(buf, "\nTracerPid:");
+		if (t)
+			tracer = strtol(t + 11, NULL, 10);
+	}
+	if (tracer > 0) {
+		char comm[64];
+		snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);
+		if (!read_small(path, comm, sizeof(comm)))
+			strcpy(comm, "?");
+		comm[strcspn(comm, "\n")] = '\0';
+		sanitize(comm);
+		set_error(err, errsize, "cannot attach to tid %d: operation not permitted "
+		          "(TracerPid %ld: %s)", (int)tid, tracer, comm);
+	} else {
+		set_error(err, errsize, "cannot attach to tid %d: operation not permitted "
+		          "(kernel.yama.ptrace_scope or missing CAP_SYS_PTRACE)", (int)tid);
+	}
+	return -EPERM;
+}
+
+/* Copies [FROM, TO) of TID's memory into BUF, one remote iovec per page so
+ * that an unmapped page ends the copy there (process_vm_readv stops at the
+ * first iovec it cannot read).  Returns the bytes copied. */
+static size_t copy_range(pid_t tid, uint64_t from, uint64_t to, unsigned char *buf)
+{
+	struct iovec local = { buf, (size_t)(to - from) };
+	struct iovec remote[IOV_MAX];
+	int n = 0;
+
+	for (uint64_t a = from; a < to && n < IOV_MAX; n++) {
+		uint64_t next = (a | (PAGE - 1)) + 1;
+		if (next > to || next < a)
+			next = to;
+		remote[n].iov_base = (void *)(uintptr_t)a;
+		remote[n].iov_len = (size_t)(next - a);
+		a = next;
+	}
+	ssize_t got = process_vm_readv(tid, &local, 1, remote, (unsigned long)n, 0);
+	return got > 0 ? (size_t)got : 0;
+}
+
+/* The copy of the stack inside the window.  Measured: 1-5 µs for 4-64 KiB. */
+static void copy_stack(pid_t tid, const struct procmaps *maps, struct snapshot *snap)
+{
+	uint64_t sp = snap->regs.rsp;
+	uint64_t from = sp >= SNAPSHOT_RED_ZONE ? sp - SNAPSHOT_RED_ZONE : 0;
+	uint64_t to = from + snap->cap < from ? UINT64_MAX : from + snap->cap;
+	const struct procmaps_entry *e = maps ? procmaps_find(maps, sp) : NULL;
+
+	/* The mapping may be stale; it only lowers the end.  A thread stack's
+	 * mapping does not move while the thread lives. */
+	if (e && e->perms[0] == 'r' && e->perms[1] == 'w' && e->end < to && e->end > sp)
+		to = e->end;
+	snap->stack_len = copy_range(tid, from, to, snap->stack);
+	if (snap->stack_len == 0 && from < sp) {
+		/* The red zone's page is unmapped (a stack full to its end). */
+		from = sp;
+		snap->stack_len = copy_range(tid, from, to, snap->stack);
+	}
+	snap->stack_addr = from;
+	snap->stack_clipped = snap->stack_len < snap->cap;
+}
+
+/* Test only: CPUMOND_TEST_HOLD_STOP_US=N keeps the thread stopped N µs
+ * longer, so that the fault suite can kill cpumond inside the stop window
+ * and see the kernel release the thread (tests/faults). */
+static useconds_t test_hold_us(void)
+{
+	static long hold = -1;
+
+	if (hold < 0) {
+		const char *e = getenv("CPUMOND_TEST_HOLD_STOP_US");
+		hold = e ? strtol(e, NULL, 10) : 0;
+		if (hold < 0 || hold > 10000000)
+			hold = 0;
+	}
+	return (useconds_t)hold;
+}
+
+int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
+                  const struct procmaps *maps, struct snapshot *snap,
+                  char *err, size_t errsize)
+{
+	char ebuf[64];
+	int sig = 0;
+
+	snap->stack_len = 0;
+	snap->stop_ns = 0;
+	snap->stop_start_ns = 0;
+	if (pending_reserve(pend) < 0) {
+		set_error(err, errsize, "out of memory");
+		return -ENOMEM;
+	}
+	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
+		return attach_error(pid, tid, errno, err, errsize);
+
+	/* From here on every path detaches, or leaves TID on PEND for
+	 * snapshot_poll() to detach or reap. */
+	uint64_t t0 = now_ns();
+	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0) {
+		int e = errno;
+		pending_add(pend, tid);  /* exiting: its exit is reported to us */
+		if (e == ESRCH) {
+			set_error(err, errsize, "tid %d exited during the dump", (int)tid);
+			return -ESRCH;
+		}
+		set_error(err, errsize, "cannot interrupt tid %d: %s", (int)tid,
+		          errstr(e, ebuf, sizeof(ebuf)));
+		return -e;
+	}
+	enum wait_result w = wait_stop(tid, t0, &sig);
+	if (w == WAIT_EXITED) {
+		set_error(err, errsize, "tid %d exited during the dump", (int)tid);
+		return -ESRCH;             /* and waitpid reaped it */
+	}
+	if (w == WAIT_TIMEOUT) {
+		/* PTRACE_DETACH fails until the thread stops, and trying it
+		 * races with a signal-delivery-stop whose signal it would drop:
+		 * snapshot_poll() detaches it once waitpid reports the stop. */
+		pending_add(pend, tid);
+		set_error(err, errsize, "tid %d did not stop within %llu ms; it will be "
+		          "released when it stops", (int)tid, SNAPSHOT_DEADLINE_NS / 1000000);
+		return -ETIMEDOUT;
+	}
+
+	struct rt_save rt;
+	rt_enter(&rt);
+	int g = ptrace(PTRACE_GETREGS, tid, NULL, &snap->regs);
+	int gerr = errno;
+	if (g == 0)
+		copy_stack(tid, maps, snap);
+	if (test_hold_us())
+		usleep(test_hold_us());
+	int d = ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
+	int derr = errno;
+	snap->stop_ns = now_ns() - t0;
+	snap->stop_start_ns = t0;
+	rt_leave(&rt);
+
+	if (d < 0) {
+		/* Killed while stopped (SIGKILL ends a ptrace-stop): its exit is
+		 * reported to us and must be reaped. */
+		pending_add(pend, tid);
+		if (derr == ESRCH) {
+			set_error(err, errsize, "tid %d exited during the dump", (int)tid);
+			return -ESRCH;
+		}
+		set_error(err, errsize, "cannot detach from tid %d: %s", (int)tid,
+		          errstr(derr, ebuf, sizeof(ebuf)));
+		return -derr;
+	}
+	if (g < 0) {
+		set_error(err, errsize, "cannot read the registers of tid %d: %s", (int)tid,
+		          errstr(gerr, ebuf, sizeof(ebuf)));
+		return -gerr;
+	}
+	return 0;
+}
+
+bool snapshot_word(const struct snapshot *snap, uint64_t addr, uint64_t *val)
+{
+	if (addr < snap->stack_addr || snap->stack_len < 8 ||
+	    addr - snap->stack_addr > snap->stack_len - 8)
+		return false;
+	memcpy(val, snap->stack + (addr - snap->stack_addr), 8);
+	return true;
+}

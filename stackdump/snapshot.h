@@ -1,0 +1,74 @@
+/* snapshot: stop one thread only to copy its registers and the live part of
+ * its stack, then let it go.  Internal to stackdump/.
+ *
+ * Everything else (unwinding, modules, names) works on the copy after the
+ * thread runs again, so the stop does not grow with stack depth, thread
+ * count or symbol lookup.  Measured on a 1,003-thread target (see
+ * ../shared/bench/results-anchors.md): unwinding while stopped 1.3-3 ms;
+ * interrupt, GETREGS, 16 KiB process_vm_readv, detach 55 µs as seen by the
+ * target.
+ *
+ * A thread that does not stop within the deadline keeps a pending
+ * interrupt the kernel cannot withdraw: it stays on a pending list until it
+ * stops and snapshot_poll() detaches it.
+ */
+#ifndef CPUMOND_STACKDUMP_SNAPSHOT_H
+#define CPUMOND_STACKDUMP_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "stackdump/procmaps.h"
+
+/* The x86-64 ABI lets a leaf function use 128 bytes below the stack
+ * pointer (the red zone): they are copied too. */
+#define SNAPSHOT_RED_ZONE 128
+
+/* How long a dump waits for the thread to stop (ns).  A running thread
+ * stops within microseconds of the interrupt; one that is not scheduled for
+ * 100 ms is left to snapshot_poll(). */
+#define SNAPSHOT_DEADLINE_NS (100 * 1000000ull)
+
+struct snapshot {
+	struct user_regs_struct regs;
+	uint64_t stack_addr;     /* target address of stack[0] */
+	size_t stack_len;        /* bytes copied, from stack_addr on */
+	bool stack_clipped;      /* the copy ended at the end of the stack mapping
+	                            or of readable memory, not at the cap */
+	unsigned char *stack;    /* a buffer of cap bytes, the caller's */
+	size_t cap;
+	uint64_t stop_start_ns;  /* CLOCK_MONOTONIC at PTRACE_INTERRUPT */
+	uint64_t stop_ns;        /* PTRACE_INTERRUPT .. PTRACE_DETACH */
+};
+
+/* Threads interrupted that have not stopped yet (not detached). */
+struct snapshot_pending {
+	pid_t *v;
+	size_t n, cap;
+};
+
+/* Stops thread TID of process PID, copies its registers and the stack from
+ * the stack pointer - SNAPSHOT_RED_ZONE up to SNAP->cap bytes (no further
+ * than the end of the writable mapping of MAPS holding the stack pointer,
+ * when MAPS knows it), and detaches.  Returns 0, or -errno with a message
+ * in ERR: -EPERM (tracer named), -ESRCH (exited), -ETIMEDOUT (did not stop
+ * in time: left on PEND), -ENOMEM, others. */
+int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
+                  const struct procmaps *maps, struct snapshot *snap,
+                  char *err, size_t errsize);
+
+/* Detaches the pending threads that have stopped since (never blocks).
+ * Returns how many are still pending. */
+int snapshot_poll(struct snapshot_pending *pend);
+
+bool snapshot_pending_has(const struct snapshot_pending *pend, pid_t tid);
+void snapshot_pending_free(struct snapshot_pending *pend);
+
+/* The words of the copied stack, for the unwinder: true with *VAL when the
+ * 8 bytes at ADDR were copied. */
+bool snapshot_word(const struct snapshot *snap, uint64_t addr, uint64_t *val);
+
+#endif

@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""stackdump against gdb, frame by frame, on threads caught where unwinders
+go wrong.
+
+Builds tests/targets/stackcases.c (and tests/stackdump/cxxcase.cc,
+libcase.c) into BUILD/tests/stackdump/ in several variants: with and
+without frame pointers, with CFI only in .debug_frame, stripped (with a
+.gnu_debuglink to a full debug file, so gdb still has full debug
+information), stripped with MiniDebugInfo (.gnu_debugdata), C++.  For each
+case the target process is stopped (SIGSTOP, so that both tools see the
+same state), `stackdump -a TID` runs, then gdb prints the pc of every
+physical frame of the same thread; the lists must be equal, and every frame
+stackdump names must lie inside that symbol's extent in the full symbol
+table (nm -S of the unstripped file).
+
+    tests/stackdump/compare.py [--build DIR] [-v]
+
+Prints "ok - NAME", "not ok - NAME: why" or "skip - NAME: why" per check and
+ends with "N passed, N failed, N skipped" (as tests/integration/run.py).
+Skips, saying why, without gdb, a C/C++ compiler, or ptrace permission.
+Every wait has a deadline; nothing is timed.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+results = {"passed": 0, "failed": 0, "skipped": 0}
+verbose = False
+
+# gdb: the pc and name of every physical frame.  Inlined frames share their
+# caller's pc, and the frames gdb rebuilds from DWARF call-site information
+# for tail calls (pthread_kill jumps to __pthread_kill_implementation; pc
+# after the jmp) were never on the stack.
+GDB_PY = r"""
+import gdb
+f = gdb.newest_frame()
+while f is not None:
+    if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+        print("GDBFRAME 0x%x %s" % (f.pc(), f.name() or "??"))
+    f = f.older()
+"""
+
+
+def check(name, cond, why=""):
+    results["passed" if cond else "failed"] += 1
+    print(f"ok - {name}" if cond else f"not ok - {name}: {why}", flush=True)
+    return cond
+
+
+def skip(name, why):
+    results["skipped"] += 1
+    print(f"skip - {name}: {why}", flush=True)
+
+
+def run(cmd, timeout=60, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout, **kw)
+
+
+def build(out):
+    """Compiles every variant; returns {name: (binary, full-symbols file)}."""
+    os.makedirs(out, exist_ok=True)
+    src = os.path.join(ROOT, "tests/targets/stackcases.c")
+    base = ["gcc", "-std=gnu11", "-O2", "-g", "-pthread", "-Wall"]
+    v = {}
+
+    def cc(name, flags, source=src, compiler=None):
+        path = os.path.join(out, name)
+        r = run((compiler or base) + flags + ["-o", path, source])
+        if r.returncode != 0:
+            raise RuntimeError(f"building {name}: {r.stderr.strip()}")
+        return path
+
+    v["fp"] = (cc("cases-fp", ["-fno-omit-frame-pointer"]),) * 2
+    v["nofp"] = (cc("cases-nofp", ["-fomit-frame-pointer"]),) * 2
+    # CFI only in .debug_frame: .eh_frame then covers only the crt files.
+    v["debugframe"] = (cc("cases-debugframe", ["-fomit-frame-pointer",
+                                               "-fno-asynchronous-unwind-tables"]),) * 2
+    # Stripped, with a .gnu_debuglink to a debug file so gdb has full
+    # debug information; stackdump sees no .symtab.
+    full = v["nofp"][0]
+    stripped = os.path.join(out, "cases-stripped")
+    debug = stripped + ".debug"
+    for cmd in (["objcopy", "--only-keep-debug", full, debug],
+                ["objcopy", "--strip-all", "--add-gnu-debuglink=" + debug, full, stripped]):
+        r = run(cmd)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    v["stripped"] = (stripped, full)
+    # MiniDebugInfo as Fedora makes it: the function symbols, xz-compressed,
+    # in .gnu_debugdata of the stripped file.
+    mini = os.path.join(out, "cases-minidebug")
+    tmp = tempfile.mkdtemp(dir=out)
+    try:
+        syms = run(["nm", "--format=posix", "--defined-only", full]).stdout
+        funcs = sorted({l.split()[0] for l in syms.splitlines()
+                        if len(l.split()) > 1 and l.split()[1] in "Tt"})
+        with open(os.path.join(tmp, "funcs"), "w") as f:
+            f.write("\n".join(funcs) + "\n")
+        md = os.path.join(tmp, "mini")
+        for cmd in (["objcopy", "--only-keep-debug", full, md + ".dbg"],
+                    ["objcopy", "-S", "--remove-section", ".gdb_index", "--remove-section",
+                     ".comment", "--keep-symbols=" + os.path.join(tmp, "funcs"), md + ".dbg", md],
+                    ["xz", "-f", md],
+                    ["objcopy", "--strip-all", "--add-section", ".gnu_debugdata=" + md + ".xz",
+                     "--add-gnu-debuglink=" + debug, full, mini]):
+            r = run(cmd)
+            if r.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    v["minidebug"] = (mini, full)
+    v["lib"] = (cc("libcase.so", ["-shared", "-fPIC"], os.path.join(HERE, "libcase.c")),) * 2
+    if shutil.which("g++"):
+        v["cxx"] = (cc("cases-cxx", [], os.path.join(HERE, "cxxcase.cc"),
+                       ["g++", "-O2", "-g", "-pthread", "-Wall"]),) * 2
+    return v
+
+
+class Target:
+    def __init__(self, argv):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.pid = self.tid = None
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("tid "):
+                self.tid = int(line.split()[1])
+            if line.startswith("pid "):
+                self.pid = int(line.split()[1])
+            if line.strip() == "ready":
+                return
+        self.stop()
+        raise RuntimeError(f"{argv[0]} did not say ready: {self.proc.stderr.read()}")
+
+    def state(self):
+        try:
+            with open(f"/proc/{self.pid}/task/{self.tid}/status") as f:
+                text = f.read()
+        except OSError:
+            return "?", -1
+        st = re.search(r"^State:\s+(\S)", text, re.M)
+        tr = re.search(r"^TracerPid:\s+(\d+)", text, re.M)
+        return (st.group(1) if st else "?"), (int(tr.group(1)) if tr else -1)
+
+    def freeze(self):
+        os.kill(self.pid, signal.SIGSTOP)
+        end = time.monotonic() + 5
+        while self.state()[0] != "T" and time.monotonic() < end:
+            time.sleep(0.005)
+        return self.state()[0] == "T"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def stackdump_frames(stackdump, tid, extra=()):
+    """[(ip, symbol or None, symbol offset, module)], error text."""
+    r = run([stackdump, "-a", *extra, str(tid)])
+    frames = []
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s+#\d+ 0x([0-9a-f]+) (.*)$", line)
+        if not m:
+            continue
+        ip, rest = int(m.group(1), 16), m.group(2)
+        named = re.match(r"(.*)\+0x([0-9a-f]+) \((.*)\)$", rest)
+        if named:
+            frames.append((ip, named.group(1), int(named.group(2), 16), named.group(3)))
+        else:
+            frames.append((ip, None, 0, rest.rsplit("+0x", 1)[0]))
+    return frames, r.stdout + r.stderr, r.returncode
+
+
+def gdb_frames(tid, symbols=None):
+    cmd = ["gdb", "-nx", "-batch", "-p", str(tid)]
+    if symbols:
+        cmd[4:4] = ["-ex", f"set debug-file-directory {os.path.dirname(symbols)}"]
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(GDB_PY)
+    try:
+        r = run(cmd + ["-ex", f"source {f.name}"], timeout=120)
+    finally:
+        os.unlink(f.name)
+    frames = []
+    for line in r.stdout.splitlines():
+        m = re.match(r"GDBFRAME 0x([0-9a-f]+) (.*)$", line)
+        if m:
+            frames.append((int(m.group(1), 16), m.group(2)))
+    return frames, r.stdout + r.stderr
+
+
+_nm_cache = {}
+
+
+def symbol_extents(path):
+    """{name: [(start, size)]} of the full symbol table of PATH (its debug
+    file by build-id for system libraries)."""
+    if path in _nm_cache:
+        return _nm_cache[path]
+    target = path
+    bid = run(["readelf", "-n", path]).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", bid)
+    if m:
+        dbg = f"/usr/lib/debug/.build-id/{m.group(1)[:2]}/{m.group(1)[2:]}.debug"
+        if os.path.exists(dbg):
+            target = dbg
+    out = run(["nm", "-S", "--defined-only", target]).stdout
+    if not out.strip():
+        out = run(["nm", "-S", "-D", "--defined-only", target]).stdout
+    ext = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 4:
+            # stackdump shows the default version's plain name.
+            name = f[3].split("@@")[0]
+            ext.setdefault(name, []).append((int(f[0], 16), int(f[1], 16)))
+    _nm_cache[path] = ext
+    return ext
+
+
+def module_bias(pid, module, ip):
+    """Load bias of MODULE in PID from its mapping holding IP."""
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            p = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in p[0].split("-"))
+            if lo <= ip < hi:
+                return lo - int(p[2], 16)
+    return None
+
+
+def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
+            must_truncate=False, mutate=None, restore=None, lib_symbols=None):
+    """One case: stackdump's frames == gdb's physical frames, names inside
+    their symbols, EXPECT names present in order."""
+    try:
+        t = Target(argv)
+    except (RuntimeError, OSError) as e:
+        check(name, False, str(e))
+        return
+    try:
+        if mutate:
+            mutate()
+        if not t.freeze():
+            check(name, False, "target did not stop on SIGSTOP")
+            return
+        ours, text, rc = stackdump_frames(stackdump, t.tid, dump_args)
+        if rc != 0 and "operation not permitted" in text:
+            skip(name, "ptrace not permitted: " + text.strip())
+            return
+        if not check(f"{name}: stackdump dumped", rc == 0 and ours, text.strip()):
+            return
+        if verbose:
+            print(text)
+        if must_truncate:
+            check(f"{name}: truncation marked", "truncated at" in text, text)
+        else:
+            if restore:
+                restore()      # gdb reads modules by path only
+            theirs, gtext = gdb_frames(t.tid)
+            if verbose:
+                print("\n".join(f"gdb 0x{pc:x} {fn}" for pc, fn in theirs))
+            a = [f[0] for f in ours]
+            b = [f[0] for f in theirs]
+            diff = next((i for i in range(max(len(a), len(b)))
+                         if i >= len(a) or i >= len(b) or a[i] != b[i]), None)
+            check(f"{name}: {len(a)} frames equal gdb's, ip for ip", diff is None,
+                  f"first difference at #{diff}: stackdump "
+                  f"{[hex(x) for x in a[diff:diff + 3]] if diff is not None else ''} gdb "
+                  f"{[hex(x) for x in b[diff:diff + 3]] if diff is not None else ''}\n{text}\n{gtext[-2000:]}")
+        # Every named frame lies inside its symbol's extent.
+        bad = []
+        for i, (ip, sym, off, module) in enumerate(ours):
+            if sym is None or not module.startswith("/"):
+                continue
+            path = module
+            if full_symbols and module == argv[0]:
+                path = full_symbols
+            elif module.endswith(" (deleted)") and lib_symbols:
+                path = lib_symbols
+            ext = symbol_extents(path).get(sym, [])
+            bias = module_bias(t.pid, module, ip)
+            look = ip - (1 if i > 0 else 0)
+            if bias is None or not any(s <= look - bias < s + max(sz, 1) for s, sz in ext):
+                bad.append(f"#{i} {sym}+0x{off:x} ({module})")
+        check(f"{name}: every named frame lies inside its symbol", not bad, ", ".join(bad))
+        names = [f[1] for f in ours]
+        at = 0
+        for want in expect:
+            while at < len(names) and names[at] != want:
+                at += 1
+            if at == len(names):
+                break
+        check(f"{name}: names {' <- '.join(expect)}", at < len(names) or not expect,
+              f"got {names}")
+    finally:
+        os.kill(t.pid, signal.SIGCONT)
+        state, tracer = t.state()
+        t.stop()
+        check(f"{name}: left untraced", tracer in (0, -1), f"TracerPid {tracer}")
+
+
+def main():
+    global verbose
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    verbose = args.v
+    args.build = os.path.abspath(args.build)
+    stackdump = os.path.join(args.build, "stackdump")
+
+    why = None
+    if not shutil.which("gdb"):
+        why = "gdb is not installed (apt-get install gdb)"
+    elif not shutil.which("gcc") or not shutil.which("objcopy") or not shutil.which("xz"):
+        why = "gcc, objcopy or xz missing"
+    elif not os.access(stackdump, os.X_OK):
+        why = f"{stackdump} is not built"
+    elif os.geteuid() != 0:
+        try:
+            with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+                if int(f.read()) != 0:
+                    why = "not root and kernel.yama.ptrace_scope is not 0"
+        except OSError:
+            pass
+    if why:
+        skip("stackdump against gdb", why)
+    else:
+        out = os.path.join(args.build, "tests", "stackdump")
+        try:
+            v = build(out)
+        except (RuntimeError, OSError) as e:
+            check("build the stack cases", False, str(e))
+            v = None
+        if v:
+            chain = ["case_leaf", "case_mid", "case_root", "case_thread", "start_thread", "clone3"]
+            for var in ("fp", "nofp", "debugframe"):
+                compare(f"{var} spin", [v[var][0], "--case", "spin"], stackdump, expect=chain)
+            compare("stripped spin", [v["stripped"][0], "--case", "spin"], stackdump,
+                    full_symbols=v["stripped"][1], expect=["start_thread", "clone3"])
+            compare("minidebuginfo spin", [v["minidebug"][0], "--case", "spin"], stackdump,
+                    full_symbols=v["minidebug"][1], expect=chain)
+            compare("vdso", [v["nofp"][0], "--case", "vdso"], stackdump,
+                    expect=["vdso_loop", "vdso_root", "case_thread", "start_thread", "clone3"])
+            compare("signal handler", [v["nofp"][0], "--case", "signal"], stackdump,
+                    expect=["sig_spin", "on_signal", "sig_interrupted", "case_thread"])
+            compare("recursion 200 deep", [v["nofp"][0], "--case", "recurse", "--depth", "200"],
+                    stackdump, expect=["case_leaf", "recurse", "case_thread", "clone3"],
+                    dump_args=("-n", "1024"))
+            compare("recursion 200 deep, -n 50", [v["nofp"][0], "--case", "recurse"],
+                    stackdump, dump_args=("-n", "50"), must_truncate=True)
+            if "cxx" in v:
+                compare("c++ catch block, inlined code", [v["cxx"][0]], stackdump,
+                        expect=["start_thread", "clone3"])
+            else:
+                skip("c++ catch block, inlined code", "g++ is not installed")
+            # A library deleted, and one replaced, after it was loaded (an
+            # upgrade): still unwound and named through /proc/PID/map_files.
+            for how in ("deleted", "replaced"):
+                tmpdir = tempfile.mkdtemp(dir=out)
+                lib = os.path.join(tmpdir, "libcase.so")
+                shutil.copy(v["lib"][0], lib)
+
+                def upgrade(lib=lib, how=how):
+                    os.unlink(lib)
+                    if how == "replaced":
+                        with open(lib, "wb") as f:
+                            f.write(b"\x7fELF not the library any more\n" * 64)
+                def put_back(lib=lib):
+                    shutil.copy(v["lib"][0], lib + ".tmp")
+                    os.rename(lib + ".tmp", lib)
+
+                try:
+                    compare(f"dlopen library {how} on disk",
+                            [v["nofp"][0], "--case", "dlopen", "--lib", lib], stackdump,
+                            lib_symbols=v["lib"][0], restore=put_back,
+                            expect=["lib_leaf", "lib_root", "lib_call", "case_thread"],
+                            mutate=upgrade)
+                finally:
+                    shutil.rmtree(tmpdir, ignore_errors=True)
+    print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
