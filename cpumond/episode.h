@@ -61,15 +61,18 @@ uint64_t episode_stop_median(const struct episode *ep);
 uint64_t episode_stop_max(const struct episode *ep);
 
 /* Whether a thread that was busy BUSY_NS in ELAPSED_NS since the last
- * sample has gone idle: under half its threshold (permille).  Busy is CPU
- * time plus run-queue wait: a thread starved of CPU by others still wants
- * to burn it (seen: 489 permille of wait on a loaded 2-core machine).  Half,
- * so that a hot thread's short pauses do not end the episode. */
-bool episode_went_idle(uint64_t busy_ns, uint64_t elapsed_ns, int threshold);
+ * sample, and is RUNNABLE or not now, has gone idle: not runnable, and busy
+ * under half its threshold (permille).  Busy is CPU time plus run-queue
+ * wait, but the kernel adds the wait only when the thread gets the CPU
+ * back: a thread starved on a loaded machine shows neither growing, only
+ * its state R (seen: a spinning thread at 480 permille "idle" for 50 ms).
+ * Half, so that a hot thread's short pauses do not end the episode. */
+bool episode_went_idle(uint64_t busy_ns, uint64_t elapsed_ns, bool runnable, int threshold);
 
 /* Reads thread TID's CPU time plus run-queue wait, in ns, from
- * /proc/PID/task/TID/schedstat.  Returns 0, or -ESRCH when it exited, or
- * another negative errno. */
-int episode_thread_busy(pid_t pid, pid_t tid, uint64_t *busy_ns);
+ * /proc/PID/task/TID/schedstat, and whether it is runnable (state R in
+ * its stat).  Returns 0, or -ESRCH when it exited, or another negative
+ * errno. */
+int episode_thread_busy(pid_t pid, pid_t tid, uint64_t *busy_ns, bool *runnable);
 
 #endif

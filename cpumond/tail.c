@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cpumond/json.h"
 #include "cpumond/log.h"
 #include "stackdump/stackdump.h"
 
@@ -39,23 +40,6 @@ static void put_time_human(int64_t t_us, FILE *out)
 	    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %z", &tm) == 0)
 		snprintf(buf, sizeof buf, "@%" PRId64 " µs", t_us);
 	fputs(buf, out);
-}
-
-/* RFC 3339: "2026-11-29T13:04:05.123456+00:00" */
-static void put_time_rfc3339(int64_t t_us, FILE *out)
-{
-	char date[48], zone[16];
-	struct tm tm;
-	long usec;
-
-	if (!local_time(t_us, &tm, &usec) ||
-	    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm) == 0 ||
-	    strftime(zone, sizeof zone, "%z", &tm) != 5) {
-		fprintf(out, "@%" PRId64, t_us);
-		return;
-	}
-	/* %z is "+hhmm"; RFC 3339 wants "+hh:mm". */
-	fprintf(out, "%s.%06ld%.3s:%s", date, usec, zone, zone + 3);
 }
 
 /* "43 µs", or "12.3 ms" from 10 ms on. */
@@ -129,37 +113,11 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 		stackdump_print(&ev->stack, "    ", out);
 }
 
-/* S as a JSON string.  Names come from the watched processes and are bytes,
- * not text: a byte that is not part of valid UTF-8 is written as the code
- * point of the same number (\u00ff for 0xff), so the line stays valid JSON
- * and valid UTF-8 whatever the name holds.  NULL is written as "". */
-static void put_json_string(const char *s, FILE *out)
-{
-	const unsigned char *p = (const unsigned char *)or_empty(s);
-
-	fputc('"', out);
-	while (*p) {
-		size_t n = (size_t)stackdump_utf8_len((const char *)p);
-
-		if (n == 0 || *p < 0x20 || *p == 0x7f) {
-			fprintf(out, "\\u%04x", *p);
-			n = 1;
-		} else if (*p == '"' || *p == '\\') {
-			fputc('\\', out);
-			fputc(*p, out);
-		} else {
-			fwrite(p, 1, n, out);
-		}
-		p += n;
-	}
-	fputc('"', out);
-}
-
 /* NULL and "" as null. */
 static void put_json_string_or_null(const char *s, FILE *out)
 {
 	if (s && s[0])
-		put_json_string(s, out);
+		json_put_string(s, out);
 	else
 		fputs("null", out);
 }
@@ -167,13 +125,13 @@ static void put_json_string_or_null(const char *s, FILE *out)
 static void put_json_frame(const struct stackdump_frame *f, FILE *out)
 {
 	fprintf(out, "{\"ip\":\"0x%" PRIx64 "\",\"module\":", f->ip);
-	put_json_string(f->module, out);
+	json_put_string(f->module, out);
 	fputs(",\"build_id\":", out);
-	put_json_string(f->build_id, out);
+	json_put_string(f->build_id, out);
 	fprintf(out, ",\"offset\":%" PRIu64 ",\"func_offset\":%" PRIu64 ",\"symbol\":", f->offset,
 	        f->func_offset);
 	if (f->symbol) {
-		put_json_string(f->symbol, out);
+		json_put_string(f->symbol, out);
 		fprintf(out, ",\"symbol_offset\":%" PRIu64 "}", f->symbol_offset);
 	} else {
 		fputs("null,\"symbol_offset\":null}", out);
@@ -185,17 +143,17 @@ void tail_format_json(const struct store_event *ev, FILE *out)
 	const struct stackdump_stack *sk = &ev->stack;
 
 	fprintf(out, "{\"id\":%" PRId64 ",\"time\":\"", ev->id);
-	put_time_rfc3339(ev->time_us, out);
+	json_put_time(ev->time_us, out);
 	fputs("\",\"host\":", out);
-	put_json_string(ev->host, out);
+	json_put_string(ev->host, out);
 	fputs(",\"watch\":", out);
-	put_json_string(ev->watch, out);
+	json_put_string(ev->watch, out);
 	fprintf(out, ",\"pid\":%d,\"comm\":", (int)ev->pid);
-	put_json_string(ev->comm, out);
+	json_put_string(ev->comm, out);
 	fputs(",\"exe\":", out);
-	put_json_string(ev->exe, out);
+	json_put_string(ev->exe, out);
 	fprintf(out, ",\"tid\":%d,\"thread\":", (int)ev->tid);
-	put_json_string(ev->thread, out);
+	json_put_string(ev->thread, out);
 	fprintf(out, ",\"usage\":%d,\"threshold\":%d,\"consecutive\":%d,\"run_delay\":%d"
 	        ",\"freeze_us\":%" PRIu64 ",\"stack_hash\":",
 	        ev->usage, ev->threshold, ev->consecutive, ev->run_delay,

@@ -1,13 +1,15 @@
 /* twochains: one hot thread that spends a known share of its time in each
  * of two call chains, for the episode and report tests.
  *
- *   twochains [--percent-a P] [--timeout S]
+ *   twochains [--percent-a P] [--burn-ms B] [--timeout S]
  *
  * The thread "hot-0" loops forever: P parts of work in
  *   chain_a_root -> chain_a_mid -> chain_a_leaf
  * then 100 - P parts in
  *   chain_b_root -> chain_b_leaf
- * (default P = 80).  A part is the same fixed number of loop iterations in
+ * (default P = 80), for B milliseconds (default: until it exits), then
+ * sleeps: a thread that goes idle in the middle of an episode.
+ * A part is the same fixed number of loop iterations in
  * both leaves, so the share of CPU time follows P without any clock read
  * (a clock call would add a frame and split each chain's stack in two).
  * Prints "pid P", "hot T", "ready"; exits on SIGTERM or after S seconds
@@ -36,6 +38,7 @@
 #define ITERATIONS_PER_PART 20000
 
 static int percent_a = 80;
+static long burn_ms;
 static volatile uint64_t sink;
 static pid_t hot_tid;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,11 +70,22 @@ CHAIN static void *hot_main(void *arg)
 	hot_tid = (pid_t)syscall(SYS_gettid);
 	pthread_cond_signal(&ready_cv);
 	pthread_mutex_unlock(&lock);
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		x = chain_a_root(x, percent_a);
 		x = chain_b_root(x, 100 - percent_a);
 		sink = x;
+		/* Between rounds, in hot_main: no sample sees the clock call
+		 * below a chain. */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (burn_ms && (now.tv_sec - start.tv_sec) * 1000 +
+		               (now.tv_nsec - start.tv_nsec) / 1000000 >= burn_ms)
+			break;
 	}
+	for (;;)
+		pause();
 	return NULL;
 }
 
@@ -86,9 +100,12 @@ int main(int argc, char **argv)
 			percent_a = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--timeout") == 0)
 			timeout = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--burn-ms") == 0)
+			burn_ms = atol(argv[i + 1]);
 	}
-	if (percent_a < 1 || percent_a > 99 || timeout < 1 || argc % 2 == 0) {
-		fprintf(stderr, "usage: twochains [--percent-a 1..99] [--timeout SECONDS]\n");
+	if (percent_a < 1 || percent_a > 99 || timeout < 1 || burn_ms < 0 || argc % 2 == 0) {
+		fprintf(stderr, "usage: twochains [--percent-a 1..99] [--burn-ms MS] "
+		        "[--timeout SECONDS]\n");
 		return 2;
 	}
 	sigemptyset(&sigs);

@@ -118,23 +118,27 @@ static void test_went_idle(void **state)
 {
 	(void)state;
 	/* 50 ms between samples, threshold 800 permille: idle below 400. */
-	assert_false(episode_went_idle(50000000, 50000000, 800));
-	assert_false(episode_went_idle(20000000, 50000000, 800));   /* 400 */
-	assert_true(episode_went_idle(19000000, 50000000, 800));    /* 380 */
-	assert_true(episode_went_idle(0, 50000000, 800));
+	assert_false(episode_went_idle(50000000, 50000000, false, 800));
+	assert_false(episode_went_idle(20000000, 50000000, false, 800));   /* 400 */
+	assert_true(episode_went_idle(19000000, 50000000, false, 800));    /* 380 */
+	assert_true(episode_went_idle(0, 50000000, false, 800));
+	/* Runnable but starved: it still wants the CPU. */
+	assert_false(episode_went_idle(0, 50000000, true, 800));
 }
 
 static void test_thread_busy(void **state)
 {
 	uint64_t a = 0, b = 0;
 	volatile unsigned long x = 0;
+	bool runnable = false;
 	(void)state;
-	assert_int_equal(episode_thread_busy(getpid(), getpid(), &a), 0);
+	assert_int_equal(episode_thread_busy(getpid(), getpid(), &a, &runnable), 0);
+	assert_true(runnable);                   /* it is reading its own stat */
 	for (unsigned long i = 0; i < 20000000; i++)
 		x += i;
-	assert_int_equal(episode_thread_busy(getpid(), getpid(), &b), 0);
+	assert_int_equal(episode_thread_busy(getpid(), getpid(), &b, &runnable), 0);
 	assert_true(b > a);
-	assert_int_equal(episode_thread_busy(getpid(), 4194305, &a), -ESRCH);
+	assert_int_equal(episode_thread_busy(getpid(), 4194305, &a, &runnable), -ESRCH);
 }
 
 int main(void)

@@ -1,0 +1,20 @@
+/* json: the pieces of JSON output shared by the readers (tail, report). */
+#ifndef CPUMOND_JSON_H
+#define CPUMOND_JSON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Writes S as a JSON string, quotes included.  Names come from the watched
+ * processes and are bytes, not text: a byte that is not part of valid UTF-8
+ * is written as the code point of the same number (\u00ff for 0xff), so the
+ * output stays valid JSON and valid UTF-8 whatever S holds.  NULL is
+ * written as "". */
+void json_put_string(const char *s, FILE *out);
+
+/* Writes T_US (microseconds since the epoch) as an RFC 3339 local time with
+ * microseconds, unquoted: 2026-11-29T13:04:05.123456+00:00.  A time that
+ * cannot be converted is written as @T_US. */
+void json_put_time(int64_t t_us, FILE *out);
+
+#endif
