@@ -6,6 +6,7 @@
 #   make check      deps, build, run every test (SANITIZE=1: ASan+UBSan)
 #   make bench      deps, build, measure the sampling cost (bench/README.md)
 #   make fuzz       deps, build and run the libFuzzer targets (tests/fuzz/)
+#   make check-faults  deps, build, run the fault suite (tests/faults/)
 #   make install    copy files under $(DESTDIR)$(PREFIX)
 
 PREFIX     ?= /usr/local
@@ -13,7 +14,10 @@ SBINDIR    ?= $(PREFIX)/sbin
 BINDIR     ?= $(PREFIX)/bin
 MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
-UNITDIR    ?= /lib/systemd/system
+# systemd reads units, sysusers.d and tmpfiles.d under /usr/local/lib too.
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 
 VERSION    := 0.1.0
 B          ?= build
@@ -48,7 +52,8 @@ TARGET_BIN := $(TARGET_SRC:tests/targets/%.c=$(B)/tests/%)
 
 DEB_DEPS   := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
               libsqlite3-dev libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev liblzma-dev \
-              libsystemd-dev
+              libsystemd-dev prometheus prometheus-node-exporter logrotate \
+              elfutils gdb g++ xz-utils
 
 all: $(B)/cpumond $(B)/stackdump
 
@@ -80,8 +85,9 @@ $(B)/bench/%: bench/%.c $(B)/libcpumond.a
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: deps
-	$(MAKE) $(B)/bench/sampler_bench $(B)/tests/hotchain
+	$(MAKE) $(B)/bench/sampler_bench $(B)/bench/stop_bench $(B)/tests/hotchain
 	B=$(B) bench/run.sh
+	B=$(B) bench/stop_bench.sh
 
 # libFuzzer targets: tests/fuzz/fuzz_NAME.c with its seeds and regression
 # inputs in tests/fuzz/corpus/NAME/.  make fuzz runs each for FUZZ_SECONDS.
@@ -120,21 +126,53 @@ check: deps
 	$(MAKE) all $(UNIT_BIN) $(TARGET_BIN)
 	B=$(B) tests/run-all.sh $(UNIT_BIN)
 
+# Copies files only: no systemctl, no systemd-sysusers (README.md, "Run it
+# as a service", gives the commands).  The checked-in unit runs
+# /usr/local/sbin/cpumond; the installed one gets SBINDIR and SYSCONFDIR.
+# An existing configuration is never overwritten.
+# The fault suite (tests/faults/): kills, full disks, hostile input, soak.
+check-faults: deps
+	$(MAKE) all $(TARGET_BIN)
+	B=$(B) tests/faults/run.sh
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 \
 	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(SYSCONFDIR)/cpumond \
-	  $(DESTDIR)$(UNITDIR)
+	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
 	install -m 0755 $(B)/cpumond $(DESTDIR)$(SBINDIR)/cpumond
 	install -m 0755 $(B)/stackdump $(DESTDIR)$(BINDIR)/stackdump
 	install -m 0644 man/cpumond.8 $(DESTDIR)$(MANDIR)/man8/cpumond.8
 	install -m 0644 man/stackdump.1 $(DESTDIR)$(MANDIR)/man1/stackdump.1
 	install -m 0644 man/cpumond.conf.5 $(DESTDIR)$(MANDIR)/man5/cpumond.conf.5
-	install -m 0644 config/cpumond.conf $(DESTDIR)$(SYSCONFDIR)/cpumond/cpumond.conf
-	install -m 0644 systemd/cpumond.service $(DESTDIR)$(UNITDIR)/cpumond.service
+	test -e $(DESTDIR)$(SYSCONFDIR)/cpumond/cpumond.conf || \
+	  install -m 0644 config/cpumond.conf $(DESTDIR)$(SYSCONFDIR)/cpumond/cpumond.conf
+	sed -e 's|/usr/local/sbin/cpumond|$(SBINDIR)/cpumond|g' \
+	    -e 's|/etc/cpumond/cpumond.conf|$(SYSCONFDIR)/cpumond/cpumond.conf|g' \
+	  systemd/cpumond.service >$(DESTDIR)$(UNITDIR)/cpumond.service.tmp
+	chmod 0644 $(DESTDIR)$(UNITDIR)/cpumond.service.tmp
+	mv -f $(DESTDIR)$(UNITDIR)/cpumond.service.tmp $(DESTDIR)$(UNITDIR)/cpumond.service
+	install -m 0644 systemd/cpumond.sysusers $(DESTDIR)$(SYSUSERSDIR)/cpumond.conf
+	install -m 0644 systemd/cpumond.tmpfiles $(DESTDIR)$(TMPFILESDIR)/cpumond.conf
+
+# Removes what install copied.  The configuration goes only when it is still
+# the example; the log database (/var/lib/cpumond) and the user stay.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/cpumond $(DESTDIR)$(BINDIR)/stackdump \
+	  $(DESTDIR)$(MANDIR)/man8/cpumond.8 $(DESTDIR)$(MANDIR)/man1/stackdump.1 \
+	  $(DESTDIR)$(MANDIR)/man5/cpumond.conf.5 $(DESTDIR)$(UNITDIR)/cpumond.service \
+	  $(DESTDIR)$(SYSUSERSDIR)/cpumond.conf $(DESTDIR)$(TMPFILESDIR)/cpumond.conf
+	if cmp -s config/cpumond.conf $(DESTDIR)$(SYSCONFDIR)/cpumond/cpumond.conf; then \
+	  rm -f $(DESTDIR)$(SYSCONFDIR)/cpumond/cpumond.conf; \
+	  rmdir $(DESTDIR)$(SYSCONFDIR)/cpumond 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/cpumond/cpumond.conf ]; then \
+	  echo "kept $(DESTDIR)$(SYSCONFDIR)/cpumond/cpumond.conf: it was changed"; \
+	fi
+
+.PHONY: uninstall
 
 clean:
 	rm -rf build build-sanitize build-fuzz
 
-.PHONY: all bench fuzz deps run check install clean
+.PHONY: all bench fuzz deps run check check-faults install clean
 .SECONDARY:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -25,6 +25,11 @@
 #define DEFAULT_CONSECUTIVE 1
 #define DEFAULT_COOLDOWN_MS 60000
 #define DEFAULT_MAX_FRAMES 64
+#define DEFAULT_SAMPLE_INTERVAL_MS 50
+#define DEFAULT_EPISODE_SAMPLES 20
+#define DEFAULT_MAX_DUMPS_PER_SECOND 100
+#define DEFAULT_RETENTION_MS UINT64_C(1209600000)           /* 14d */
+#define DEFAULT_MAX_DATABASE_SIZE (UINT64_C(256) << 20)      /* 256MiB */
 
 /* The upper bounds of the durations keep "now + interval" and "now +
  * cooldown" far from overflow in the modules that add them to a clock. */
@@ -37,6 +42,16 @@
 #define PID_MAX 4194304                         /* the kernel's PID_MAX_LIMIT */
 #define UID_MAX_VALID 4294967294LL              /* (uid_t)-1 is "no uid" */
 #define COMM_MAX 15                             /* TASK_COMM_LEN less the NUL */
+/* An episode samples one thread every sample_interval: below 10 ms the
+ * stops (tens of µs each, DESIGN.md) would start to cost the thread a
+ * visible share of its time; above 10 s an episode outlives any interval. */
+#define SAMPLE_INTERVAL_MIN_MS 10
+#define SAMPLE_INTERVAL_MAX_MS 10000
+#define EPISODE_SAMPLES_MAX 1000
+#define MAX_DUMPS_PER_SECOND_MAX 10000
+#define RETENTION_MAX_MS UINT64_C(315360000000)             /* 10 years */
+/* Below 1 MiB a few episodes would push every older event out. */
+#define MAX_DATABASE_SIZE_MIN (UINT64_C(1) << 20)
 
 /* A watch's threshold and consecutive are 0, and its cooldown this, until
  * the end of the file gives them the [cpumond] values, which may come after
@@ -45,7 +60,9 @@
 
 enum key {
 	KEY_INTERVAL, KEY_THRESHOLD, KEY_CONSECUTIVE, KEY_COOLDOWN, KEY_DATABASE,
-	KEY_MAX_FRAMES, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
+	KEY_MAX_FRAMES, KEY_SAMPLE_INTERVAL, KEY_EPISODE_SAMPLES, KEY_MAX_DUMPS_PER_SECOND,
+	KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE, KEY_EVENT_LOG,
+	KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
 	KEY_USER, KEY_ALL, NKEYS
 };
 #define FIRST_SELECTOR KEY_PID
@@ -54,31 +71,46 @@ static const struct {
 	const char *name;
 	bool global;            /* allowed in [cpumond] */
 	bool watch;             /* allowed in [watch NAME] */
+	bool report;            /* allowed in [report] */
 } keys[NKEYS] = {
-	[KEY_INTERVAL] = { "interval", true, false },
-	[KEY_THRESHOLD] = { "threshold", true, true },
-	[KEY_CONSECUTIVE] = { "consecutive", true, true },
-	[KEY_COOLDOWN] = { "cooldown", true, true },
-	[KEY_DATABASE] = { "database", true, false },
-	[KEY_MAX_FRAMES] = { "max_frames", true, false },
-	[KEY_PID] = { "pid", false, true },
-	[KEY_PIDFILE] = { "pidfile", false, true },
-	[KEY_COMM] = { "comm", false, true },
-	[KEY_EXE] = { "exe", false, true },
-	[KEY_CMDLINE] = { "cmdline", false, true },
-	[KEY_USER] = { "user", false, true },
-	[KEY_ALL] = { "all", false, true },
+	[KEY_INTERVAL] = { "interval", true, false, false },
+	[KEY_THRESHOLD] = { "threshold", true, true, false },
+	[KEY_CONSECUTIVE] = { "consecutive", true, true, false },
+	[KEY_COOLDOWN] = { "cooldown", true, true, false },
+	[KEY_DATABASE] = { "database", true, false, false },
+	[KEY_MAX_FRAMES] = { "max_frames", true, false, false },
+	[KEY_SAMPLE_INTERVAL] = { "sample_interval", true, false, false },
+	[KEY_EPISODE_SAMPLES] = { "episode_samples", true, false, false },
+	[KEY_MAX_DUMPS_PER_SECOND] = { "max_dumps_per_second", true, false, false },
+	[KEY_RETENTION] = { "retention", true, false, false },
+	[KEY_MAX_DATABASE_SIZE] = { "max_database_size", true, false, false },
+	[KEY_JOURNAL] = { "journal", true, false, false },
+	[KEY_METRICS_FILE] = { "metrics_file", true, false, false },
+	[KEY_EVENT_LOG] = { "event_log", true, false, false },
+	[KEY_IGNORE] = { "ignore", false, false, true },
+	[KEY_PID] = { "pid", false, true, false },
+	[KEY_PIDFILE] = { "pidfile", false, true, false },
+	[KEY_COMM] = { "comm", false, true, false },
+	[KEY_EXE] = { "exe", false, true, false },
+	[KEY_CMDLINE] = { "cmdline", false, true, false },
+	[KEY_USER] = { "user", false, true, false },
+	[KEY_ALL] = { "all", false, true, false },
 };
 
 /* Largest first: config_print writes the largest unit that is exact. */
-static const struct unit {
+struct unit {
 	const char *suffix;
-	uint64_t ms;
-} units[] = {
+	uint64_t size;
+};
+static const struct unit units[] = {
 	{ "d", 86400000 }, { "h", 3600000 }, { "min", 60000 }, { "s", 1000 }, { "ms", 1 },
 };
+static const struct unit size_units[] = {
+	{ "TiB", UINT64_C(1) << 40 }, { "GiB", UINT64_C(1) << 30 }, { "MiB", UINT64_C(1) << 20 },
+	{ "KiB", UINT64_C(1) << 10 }, { "B", 1 },
+};
 
-enum section { SECTION_NONE, SECTION_IGNORED, SECTION_GLOBAL, SECTION_WATCH };
+enum section { SECTION_NONE, SECTION_IGNORED, SECTION_GLOBAL, SECTION_REPORT, SECTION_WATCH };
 
 struct parser {
 	const char *name;       /* the file, in messages */
@@ -95,6 +127,7 @@ struct parser {
 	bool pair_pending;      /* inih has a key line and has not called back */
 	enum section section;
 	int global_line;        /* line of [cpumond], 0 before it */
+	int report_line;        /* line of [report], 0 before it */
 	int seen[NKEYS];        /* line of each key in this section, 0 if absent */
 	bool bad_selector;      /* a selector of this watch had an error */
 };
@@ -137,7 +170,10 @@ static char *trim(char *s)
 	return s;
 }
 
-int config_parse_duration(const char *text, uint64_t *ms)
+/* Digits and a suffix from UNITS (none: DEFAULT_UNIT) to a count of the
+ * smallest unit. */
+static int parse_with_unit(const char *text, const struct unit *u, size_t nunits,
+                           uint64_t default_unit, uint64_t *out)
 {
 	const char *end;
 	uint64_t n = 0, unit = 0;
@@ -152,29 +188,51 @@ int config_parse_duration(const char *text, uint64_t *ms)
 	if (end == text)
 		return -EINVAL;
 	if (!*end)
-		unit = 1000;
-	for (size_t i = 0; i < ARRAY_SIZE(units) && !unit; i++)
-		if (strcmp(end, units[i].suffix) == 0)
-			unit = units[i].ms;
+		unit = default_unit;
+	for (size_t i = 0; i < nunits && !unit; i++)
+		if (strcmp(end, u[i].suffix) == 0)
+			unit = u[i].size;
 	if (!unit || n > UINT64_MAX / unit)
 		return -EINVAL;
-	*ms = n * unit;
+	*out = n * unit;
 	return 0;
 }
 
-/* 60000 is "1min", 1500 is "1500ms", 0 is "0ms". */
-static const char *format_duration(uint64_t ms, char *buf, size_t size)
+/* N in the largest unit of U that is exact: 60000 ms is "1min", 1500 is
+ * "1500ms", 0 is "0ms". */
+static const char *format_with_unit(uint64_t n, const struct unit *u, size_t nunits,
+                                    char *buf, size_t size)
 {
-	const struct unit *u = &units[ARRAY_SIZE(units) - 1];
+	const struct unit *best = &u[nunits - 1];
 
-	for (size_t i = 0; ms && i < ARRAY_SIZE(units); i++) {
-		if (ms % units[i].ms == 0) {
-			u = &units[i];
+	for (size_t i = 0; n && i < nunits; i++) {
+		if (n % u[i].size == 0) {
+			best = &u[i];
 			break;
 		}
 	}
-	snprintf(buf, size, "%" PRIu64 "%s", ms / u->ms, u->suffix);
+	snprintf(buf, size, "%" PRIu64 "%s", n / best->size, best->suffix);
 	return buf;
+}
+
+int config_parse_duration(const char *text, uint64_t *ms)
+{
+	return parse_with_unit(text, units, ARRAY_SIZE(units), 1000, ms);
+}
+
+int config_parse_size(const char *text, uint64_t *bytes)
+{
+	return parse_with_unit(text, size_units, ARRAY_SIZE(size_units), 1, bytes);
+}
+
+static const char *format_duration(uint64_t ms, char *buf, size_t size)
+{
+	return format_with_unit(ms, units, ARRAY_SIZE(units), buf, size);
+}
+
+static const char *format_size(uint64_t bytes, char *buf, size_t size)
+{
+	return format_with_unit(bytes, size_units, ARRAY_SIZE(size_units), buf, size);
 }
 
 static int get_int(struct parser *p, enum key key, const char *value,
@@ -214,6 +272,26 @@ static int get_duration(struct parser *p, enum key key, const char *value,
 		return -EINVAL;
 	}
 	*out = ms;
+	return 0;
+}
+
+static int get_size(struct parser *p, enum key key, const char *value, uint64_t min,
+                    uint64_t *out)
+{
+	char lo[32];
+	uint64_t bytes;
+
+	if (config_parse_size(value, &bytes) < 0) {
+		report(p, p->lineno, "%s: \"%s\" is not a size (such as 64MiB, 1GiB, 4096)",
+		       keys[key].name, value);
+		return -EINVAL;
+	}
+	if (bytes && bytes < min) {
+		report(p, p->lineno, "%s: %s is below %s (0: no cap)", keys[key].name, value,
+		       format_size(min, lo, sizeof lo));
+		return -EINVAL;
+	}
+	*out = bytes;
 	return 0;
 }
 
@@ -281,24 +359,53 @@ static int set_global(struct parser *p, enum key key, const char *value)
 			return -EINVAL;
 		c->max_frames = (int)n;
 		return 0;
+	case KEY_SAMPLE_INTERVAL:
+		return get_duration(p, key, value, SAMPLE_INTERVAL_MIN_MS, SAMPLE_INTERVAL_MAX_MS,
+		                    &c->sample_interval_ms);
+	case KEY_EPISODE_SAMPLES:
+		if (get_int(p, key, value, 0, EPISODE_SAMPLES_MAX, &n) < 0)
+			return -EINVAL;
+		c->episode_samples = (int)n;
+		return 0;
+	case KEY_MAX_DUMPS_PER_SECOND:
+		if (get_int(p, key, value, 1, MAX_DUMPS_PER_SECOND_MAX, &n) < 0)
+			return -EINVAL;
+		c->max_dumps_per_second = (int)n;
+		return 0;
+	case KEY_RETENTION:
+		return get_duration(p, key, value, 0, RETENTION_MAX_MS, &c->retention_ms);
+	case KEY_MAX_DATABASE_SIZE:
+		return get_size(p, key, value, MAX_DATABASE_SIZE_MIN, &c->max_database_size);
+	case KEY_JOURNAL:
+		return get_bool(p, key, value, &c->journal);
+	case KEY_METRICS_FILE:
+	case KEY_EVENT_LOG:
+		if (value[0] != '/') {
+			report(p, p->lineno, "%s: %s is not an absolute path", keys[key].name, value);
+			return -EINVAL;
+		}
+		return set_string(p, key == KEY_EVENT_LOG ? &c->event_log : &c->metrics_file, value);
 	default:
 		return set_limit(p, key, value, &c->threshold, &c->consecutive, &c->cooldown_ms);
 	}
 }
 
-static int set_cmdline(struct parser *p, struct watch_config *w, const char *value)
+/* Compiles VALUE into *RE and keeps its text in *TEXT. */
+static int set_regex(struct parser *p, enum key key, const char *value, regex_t *re,
+                     char **text)
 {
-	int rc = regcomp(&w->cmdline_re, value, REG_EXTENDED | REG_NOSUB);
+	int rc = regcomp(re, value, REG_EXTENDED | REG_NOSUB);
 
 	if (rc) {
 		char msg[128];
 
-		regerror(rc, &w->cmdline_re, msg, sizeof msg);
-		report(p, p->lineno, "cmdline: invalid regex \"%s\": %s", value, lowercase_first(msg));
+		regerror(rc, re, msg, sizeof msg);
+		report(p, p->lineno, "%s: invalid regex \"%s\": %s", keys[key].name, value,
+		       lowercase_first(msg));
 		return -EINVAL;
 	}
-	if (set_string(p, &w->cmdline, value) < 0) {
-		regfree(&w->cmdline_re);
+	if (set_string(p, text, value) < 0) {
+		regfree(re);
 		return -ENOMEM;
 	}
 	return 0;
@@ -350,7 +457,7 @@ static int set_watch(struct parser *p, struct watch_config *w, enum key key, con
 		}
 		return set_string(p, &w->comm, value);
 	case KEY_CMDLINE:
-		return set_cmdline(p, w, value);
+		return set_regex(p, key, value, &w->cmdline_re, &w->cmdline);
 	case KEY_USER:
 		return set_user(p, w, value);
 	case KEY_ALL:
@@ -358,6 +465,16 @@ static int set_watch(struct parser *p, struct watch_config *w, enum key key, con
 	default:
 		return set_limit(p, key, value, &w->threshold, &w->consecutive, &w->cooldown_ms);
 	}
+}
+
+/* Where KEY belongs, for "not a ... key" errors. */
+static const char *key_home(enum key key)
+{
+	if (key >= FIRST_SELECTOR)
+		return "selectors go in [watch NAME]";
+	if (keys[key].report)
+		return "set it in [report]";
+	return "set it in [cpumond]";
 }
 
 static enum key find_key(const char *name)
@@ -376,6 +493,7 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 {
 	struct parser *p = user;
 	bool global = p->section == SECTION_GLOBAL;
+	bool in_report = p->section == SECTION_REPORT;
 	enum key key = find_key(name);
 	int rc;
 
@@ -389,14 +507,20 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 		report(p, p->lineno, "%s: outside any section (put it under [cpumond] or [watch NAME])", name);
 	else if (key == NKEYS && global)
 		report(p, p->lineno, "%s: unknown key (expected interval, threshold, consecutive, "
-		       "cooldown, database or max_frames)", name);
+		       "cooldown, database, max_frames, sample_interval, episode_samples, "
+		       "max_dumps_per_second, retention, max_database_size, journal, metrics_file "
+		       "or event_log)", name);
+	else if (key == NKEYS && in_report)
+		report(p, p->lineno, "%s: unknown key (expected ignore)", name);
 	else if (key == NKEYS)
 		report(p, p->lineno, "%s: unknown key (expected pid, pidfile, comm, exe, cmdline, user, "
 		       "all, threshold, consecutive or cooldown)", name);
 	else if (global && !keys[key].global)
-		report(p, p->lineno, "%s: not a [cpumond] key (selectors go in [watch NAME])", name);
-	else if (!global && !keys[key].watch)
-		report(p, p->lineno, "%s: not a watch key (set it in [cpumond])", name);
+		report(p, p->lineno, "%s: not a [cpumond] key (%s)", name, key_home(key));
+	else if (in_report && !keys[key].report)
+		report(p, p->lineno, "%s: not a [report] key (%s)", name, key_home(key));
+	else if (!global && !in_report && !keys[key].watch)
+		report(p, p->lineno, "%s: not a watch key (%s)", name, key_home(key));
 	else if (p->seen[key])
 		report(p, p->lineno, "%s: duplicate key (first at line %d)", name, p->seen[key]);
 	else {
@@ -406,6 +530,9 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 			rc = -EINVAL;
 		} else if (global) {
 			rc = set_global(p, key, value);
+		} else if (in_report) {
+			rc = set_regex(p, key, value, &p->cfg->report_ignore_re,
+			               &p->cfg->report_ignore);
 		} else {
 			rc = set_watch(p, &p->cfg->watches[p->cfg->nwatches - 1], key, value);
 		}
@@ -499,10 +626,18 @@ static void read_section(struct parser *p, char *text)
 		}
 		p->global_line = p->lineno;
 		p->section = SECTION_GLOBAL;
+	} else if (strcmp(name, "report") == 0) {
+		if (p->report_line) {
+			report(p, p->lineno, "[report]: duplicate section (first at line %d)", p->report_line);
+			return;
+		}
+		p->report_line = p->lineno;
+		p->section = SECTION_REPORT;
 	} else if (strncmp(name, "watch", 5) == 0 && (!name[5] || isspace((unsigned char)name[5]))) {
 		open_watch(p, trim(name + 5));
 	} else {
-		report(p, p->lineno, "[%s]: unknown section (expected [cpumond] or [watch NAME])", name);
+		report(p, p->lineno, "[%s]: unknown section (expected [cpumond], [report] or [watch NAME])",
+		       name);
 	}
 }
 
@@ -578,6 +713,12 @@ static int parse_stream(FILE *in, const char *name, struct config *cfg, FILE *er
 		.consecutive = DEFAULT_CONSECUTIVE,
 		.cooldown_ms = DEFAULT_COOLDOWN_MS,
 		.max_frames = DEFAULT_MAX_FRAMES,
+		.sample_interval_ms = DEFAULT_SAMPLE_INTERVAL_MS,
+		.episode_samples = DEFAULT_EPISODE_SAMPLES,
+		.max_dumps_per_second = DEFAULT_MAX_DUMPS_PER_SECOND,
+		.retention_ms = DEFAULT_RETENTION_MS,
+		.max_database_size = DEFAULT_MAX_DATABASE_SIZE,
+		.journal = true,
 	};
 	struct parser p = { .name = name, .in = in, .errors = errors, .cfg = &c };
 	char buf[128];
@@ -643,6 +784,14 @@ int config_parse_string(const char *text, const char *name, struct config *cfg, 
 	return rc;
 }
 
+/* "KEY = VALUE".  inih reads ';' after a blank as the start of a comment,
+ * so a value that begins with ';' goes right after the '=' to be read back
+ * as it is (found by tests/fuzz/fuzz_config.c). */
+static void put_string(FILE *out, const char *key, const char *value)
+{
+	fprintf(out, "%s =%s%s\n", key, value[0] == ';' ? "" : " ", value);
+}
+
 void config_print(const struct config *cfg, FILE *out)
 {
 	char d[32];
@@ -652,8 +801,22 @@ void config_print(const struct config *cfg, FILE *out)
 	fprintf(out, "threshold = %d\n", cfg->threshold);
 	fprintf(out, "consecutive = %d\n", cfg->consecutive);
 	fprintf(out, "cooldown = %s\n", format_duration(cfg->cooldown_ms, d, sizeof d));
-	fprintf(out, "database = %s\n", cfg->database);
+	put_string(out, "database", cfg->database);
 	fprintf(out, "max_frames = %d\n", cfg->max_frames);
+	fprintf(out, "sample_interval = %s\n", format_duration(cfg->sample_interval_ms, d, sizeof d));
+	fprintf(out, "episode_samples = %d\n", cfg->episode_samples);
+	fprintf(out, "max_dumps_per_second = %d\n", cfg->max_dumps_per_second);
+	fprintf(out, "retention = %s\n", format_duration(cfg->retention_ms, d, sizeof d));
+	fprintf(out, "max_database_size = %s\n", format_size(cfg->max_database_size, d, sizeof d));
+	fprintf(out, "journal = %s\n", cfg->journal ? "yes" : "no");
+	if (cfg->metrics_file)
+		put_string(out, "metrics_file", cfg->metrics_file);
+	if (cfg->event_log)
+		put_string(out, "event_log", cfg->event_log);
+	if (cfg->report_ignore) {
+		fprintf(out, "\n[report]\n");
+		put_string(out, "ignore", cfg->report_ignore);
+	}
 	for (size_t i = 0; i < cfg->nwatches; i++) {
 		const struct watch_config *w = &cfg->watches[i];
 
@@ -661,15 +824,15 @@ void config_print(const struct config *cfg, FILE *out)
 		if (w->pid)
 			fprintf(out, "pid = %d\n", (int)w->pid);
 		if (w->pidfile)
-			fprintf(out, "pidfile = %s\n", w->pidfile);
+			put_string(out, "pidfile", w->pidfile);
 		if (w->comm)
-			fprintf(out, "comm = %s\n", w->comm);
+			put_string(out, "comm", w->comm);
 		if (w->exe)
-			fprintf(out, "exe = %s\n", w->exe);
+			put_string(out, "exe", w->exe);
 		if (w->cmdline)
-			fprintf(out, "cmdline = %s\n", w->cmdline);
+			put_string(out, "cmdline", w->cmdline);
 		if (w->user)
-			fprintf(out, "user = %s\n", w->user);
+			put_string(out, "user", w->user);
 		if (w->all)
 			fprintf(out, "all = yes\n");
 		fprintf(out, "threshold = %d\n", w->threshold);
@@ -693,7 +856,12 @@ void config_free(struct config *cfg)
 		free(w->user);
 	}
 	free(cfg->watches);
+	if (cfg->report_ignore)
+		regfree(&cfg->report_ignore_re);
+	free(cfg->report_ignore);
 	free(cfg->path);
 	free(cfg->database);
+	free(cfg->metrics_file);
+	free(cfg->event_log);
 	memset(cfg, 0, sizeof *cfg);
 }

@@ -47,6 +47,13 @@ struct config {
 	int episode_samples;    /* stack samples per episode, 0..1000, default 20;
 	                           0: one dump per event */
 	int max_dumps_per_second; /* over all episodes together, 1..10000, default 100 */
+	uint64_t retention_ms;  /* events older than this are deleted; default 14d; 0: kept */
+	uint64_t max_database_size; /* bytes; the oldest events go past it; default 256MiB;
+	                               0: no cap */
+	bool journal;           /* events also to the journal, when stderr is the journal;
+	                           default yes */
+	char *metrics_file;     /* Prometheus text file rewritten every cycle; NULL: none */
+	char *event_log;        /* JSON lines, one per event; NULL: none */
 	char *report_ignore;    /* [report] ignore = REGEX, as written; NULL when unset */
 	regex_t report_ignore_re; /* REG_EXTENDED|REG_NOSUB; valid when report_ignore */
 	struct watch_config *watches;
@@ -69,6 +76,10 @@ void config_print(const struct config *cfg, FILE *out);
 
 /* Frees what config_load allocated and zeroes *CFG; safe on a zeroed struct. */
 void config_free(struct config *cfg);
+
+/* "4096", "512KiB", "256MiB", "2GiB", "1TiB" (no suffix: bytes) to bytes.
+ * Returns 0, or -EINVAL for anything else (empty, negative, overflow, junk). */
+int config_parse_size(const char *text, uint64_t *bytes);
 
 /* "250ms", "3s", "3", "2min", "1h", "14d" (no suffix: seconds) to milliseconds.
  * Returns 0, or -EINVAL for anything else (empty, negative, overflow, junk). */

@@ -1,6 +1,6 @@
 /* cpumond: per-thread CPU usage monitor.  Wires the modules together:
  * config -> watch -> sampler -> trigger -> stackdump -> store, and runs the
- * reader commands (tail, check-config). */
+ * reader commands (tail, report, check-config). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -15,8 +15,11 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "cpumond/doctor.h"
 #include "cpumond/episode.h"
 #include "cpumond/log.h"
+#include "cpumond/metrics.h"
+#include "cpumond/report.h"
 #include "cpumond/sampler.h"
 #include "cpumond/service.h"
 #include "cpumond/store.h"
@@ -35,6 +38,11 @@ enum {
 	EXIT_PROC = 5,           /* /proc cannot be read, or out of memory at start */
 };
 
+/* Retention runs hourly, in batches of events small enough (a few ms) not
+ * to delay a cycle, one batch per cycle until done. */
+#define PRUNE_PERIOD_MS 3600000
+#define PRUNE_BATCH 1000
+
 /* Events kept in memory while the database cannot be written (a full
  * disk): about 1 KiB each with their stacks. */
 #define UNSAVED_MAX 1000
@@ -50,6 +58,9 @@ struct daemon {
 	struct trigger *trigger;
 	struct stackdump *dumper;
 	struct store *store;
+	struct metrics *metrics;
+	bool metrics_failing;            /* the metrics file could not be written */
+	FILE *event_log;                 /* JSON lines, or NULL */
 	struct pending_event *unsaved[UNSAVED_MAX];   /* events not yet in the database */
 	size_t nunsaved;
 	uint64_t unsaved_dropped;        /* dropped while the database could not be written */
@@ -60,6 +71,9 @@ struct daemon {
 	char host[256];
 	uint64_t events, cycles;
 	size_t nprocs, nthreads;         /* watched in the last cycle */
+	uint64_t next_prune_ms;          /* when retention runs next */
+	bool pruning;                    /* a retention run is under way */
+	int pruned;                      /* events it deleted so far */
 	uint64_t store_error_ms; /* last time a store failure was logged */
 };
 
@@ -175,7 +189,9 @@ static void event_of(const struct daemon *d, const struct pending_event *pe,
  * and the next call tries again: sampling never waits for the disk. */
 static void store_flush(struct daemon *d)
 {
-	size_t added = 0, kept = 0;
+	size_t added = 0, kept = 0, loglen = 0;
+	char *logbuf = NULL;
+	FILE *lines = NULL;
 	bool failed = false;
 
 	if (d->nunsaved == 0)
@@ -184,6 +200,9 @@ static void store_flush(struct daemon *d)
 		store_failed(d, "begin a transaction");
 		return;
 	}
+	/* The event log gets the lines once they are committed, with their ids. */
+	if (d->event_log)
+		lines = open_memstream(&logbuf, &loglen);
 	for (size_t i = 0; i < d->nunsaved && !failed; i++) {
 		struct pending_event *pe = d->unsaved[i];
 		struct store_stack_count *counts = calloc(pe->ep.nstacks + 1, sizeof *counts);
@@ -193,6 +212,8 @@ static void store_flush(struct daemon *d)
 		if (counts) {
 			event_of(d, pe, &ev, counts);
 			rc = store_add_event(d->store, &ev);
+			if (rc == 0 && lines)
+				tail_format_json(&ev, lines);
 			free(counts);
 		}
 		if (rc == 0) {
@@ -215,6 +236,10 @@ static void store_flush(struct daemon *d)
 		log_msg(LOG_NOTICE, "writing to the database again");
 		d->store_error_ms = 0;
 	}
+	if (lines && fclose(lines) == 0 && added && loglen &&
+	    (fwrite(logbuf, 1, loglen, d->event_log) != loglen || fflush(d->event_log) != 0))
+		log_errno(LOG_WARNING, errno, "cannot append to the event log %s", d->cfg->event_log);
+	free(logbuf);
 	for (size_t i = 0; i < d->nunsaved; i++) {
 		if (i < added) {
 			if (d->unsaved[i])
@@ -236,6 +261,7 @@ static void finish_event(struct daemon *d, struct pending_event *pe)
 	struct store_event ev;
 
 	d->events++;
+	metrics_event(d->metrics, pe->watch);
 	if (counts) {
 		event_of(d, pe, &ev, counts);
 		if (key >= 0)
@@ -249,7 +275,7 @@ static void finish_event(struct daemon *d, struct pending_event *pe)
 			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: no stack: %s",
 			        pe->watch, pe->comm, (int)ep->pid, (int)ep->tid, pe->usage,
 			        pe->threshold, pe->error[0] ? pe->error : ep->end);
-		if (log_to_journal())
+		if (d->cfg->journal && log_to_journal())
 			service_journal_event(&ev);
 		free(counts);
 	}
@@ -270,8 +296,14 @@ static bool take_sample(struct daemon *d, struct pending_event *pe, uint64_t now
 	struct episode *ep = &pe->ep;
 	struct stackdump_stack stack;
 	int rc = stackdump_thread(d->dumper, ep->pid, ep->tid, d->cfg->max_frames, &stack);
-	bool go_on = true;
+	bool go_on = true, runnable;
 
+	if (rc == 0)
+		metrics_dump(d->metrics, pe->watch, stack.stop_ns);
+	else
+		metrics_dump_failed(d->metrics, pe->watch, rc == -ESRCH ? METRICS_EXITED :
+		                    rc == -EPERM ? METRICS_DENIED :
+		                    rc == -EAGAIN || rc == -ETIMEDOUT ? METRICS_BLOCKED : METRICS_OTHER);
 	switch (rc) {
 	case 0:
 		if (ep->taken == 0 && stack.error[0])
@@ -294,7 +326,7 @@ static bool take_sample(struct daemon *d, struct pending_event *pe, uint64_t now
 	}
 	stackdump_stack_free(&stack);
 	ep->last_sample_ms = now_ms;
-	if (episode_thread_busy(ep->pid, ep->tid, &ep->last_busy_ns) < 0)
+	if (episode_thread_busy(ep->pid, ep->tid, &ep->last_busy_ns, &runnable) < 0)
 		ep->last_busy_ns = 0;
 	return go_on && episode_remaining(ep) > 0;
 }
@@ -338,6 +370,12 @@ static void start_event(struct daemon *d, const struct watch_proc *proc,
 		log_msg(LOG_ERR, "out of memory: no event for thread %d", (int)t->tid);
 		return;
 	}
+	pe->watch = strdup(wc->name);
+	if (!pe->watch) {
+		pending_free(pe);
+		log_msg(LOG_ERR, "out of memory: no event for thread %d", (int)t->tid);
+		return;
+	}
 	pe->time_us = realtime_us();
 	pe->usage = t->usage;
 	pe->threshold = wc->threshold;
@@ -350,7 +388,6 @@ static void start_event(struct daemon *d, const struct watch_proc *proc,
 	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)t->pid, (int)t->tid);
 	read_proc_line(path, pe->thread, sizeof pe->thread);
 	read_exe(t->pid, exe, sizeof exe);
-	pe->watch = strdup(wc->name);
 	pe->exe = strdup(exe);
 	/* More episodes than dumps per second could not get one sample each. */
 	if (go_on && d->nactive < (size_t)d->cfg->max_dumps_per_second) {
@@ -384,20 +421,21 @@ static void sample_episodes(struct daemon *d, uint64_t now_ms)
 		struct pending_event *pe = d->active[i];
 		struct episode *ep = &pe->ep;
 		uint64_t busy;
-		bool go_on = true;
+		bool go_on = true, runnable;
 		int rc;
 
 		if (ep->next_ms > now_ms) {
 			i++;
 			continue;
 		}
-		rc = episode_thread_busy(ep->pid, ep->tid, &busy);
+		rc = episode_thread_busy(ep->pid, ep->tid, &busy, &runnable);
 		if (rc < 0) {
 			snprintf(ep->end, sizeof ep->end, "thread exited after %d samples", ep->taken);
 			go_on = false;
 		} else if (ep->last_busy_ns &&
 		           episode_went_idle(busy - ep->last_busy_ns,
-		                             (now_ms - ep->last_sample_ms) * 1000000, pe->threshold)) {
+		                             (now_ms - ep->last_sample_ms) * 1000000, runnable,
+		                             pe->threshold)) {
 			snprintf(ep->end, sizeof ep->end, "thread went idle after %d samples", ep->taken);
 			go_on = false;
 		} else if (!take_dump_token(d, now_ms)) {
@@ -450,12 +488,61 @@ static void finish_all_episodes(struct daemon *d)
 	store_flush(d);
 }
 
+/* One batch of retention when it is due: events past `retention`, and the
+ * oldest while the database is over max_database_size. */
+static void prune(struct daemon *d, uint64_t now_ms)
+{
+	int64_t before = d->cfg->retention_ms ? realtime_us() - (int64_t)d->cfg->retention_ms * 1000 : 0;
+	int deleted = 0;
+	bool more = false;
+
+	if (!d->pruning && now_ms < d->next_prune_ms)
+		return;
+	if (store_prune(d->store, before, d->cfg->max_database_size, PRUNE_BATCH, &deleted,
+	                &more) < 0) {
+		store_failed(d, "apply retention");
+		more = false;
+	}
+	d->pruned += deleted;
+	d->pruning = more;
+	if (more)
+		return;
+	if (d->pruned)
+		log_msg(LOG_INFO, "retention deleted %d events", d->pruned);
+	d->pruned = 0;
+	d->next_prune_ms = now_ms + PRUNE_PERIOD_MS;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Rewrites metrics_file, if set; says once when it cannot, and when it can
+ * again. */
+static void write_metrics(struct daemon *d)
+{
+	int rc;
+
+	if (!d->cfg->metrics_file)
+		return;
+	rc = metrics_write(d->metrics, d->cfg->metrics_file);
+	if (rc < 0 && !d->metrics_failing)
+		log_errno(LOG_WARNING, -rc, "cannot write the metrics file %s", d->cfg->metrics_file);
+	else if (rc == 0 && d->metrics_failing)
+		log_msg(LOG_INFO, "writing the metrics file %s again", d->cfg->metrics_file);
+	d->metrics_failing = rc < 0;
+}
+
 static void run_cycle(struct daemon *d)
 {
 	const struct watch_proc *procs;
 	const struct sampler_thread *threads;
 	size_t nprocs, nthreads;
-	uint64_t now;
+	uint64_t now, cpu0 = thread_cpu_ns();
 	int rc;
 
 	rc = watch_resolve(d->watch, &procs, &nprocs);
@@ -466,11 +553,15 @@ static void run_cycle(struct daemon *d)
 	if (sampler_cycle(d->sampler, procs, nprocs, &threads, &nthreads) < 0)
 		log_msg(LOG_ERR, "out of memory while sampling; this cycle is incomplete");
 	now = mono_ms();
+	metrics_cycle_start(d->metrics);
+	for (size_t i = 0; i < nprocs; i++)
+		metrics_process(d->metrics, procs[i].watch);
 	for (size_t i = 0; i < nthreads; i++) {
 		const struct sampler_thread *t = &threads[i];
 		const struct watch_config *wc = &d->cfg->watches[procs[t->proc].watch];
 		struct trigger_rule rule = { wc->threshold, wc->consecutive, wc->cooldown_ms };
 
+		metrics_thread(d->metrics, procs[t->proc].watch, t->usage);
 		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now) &&
 		    !episode_running(d, t->tid))
 			start_event(d, &procs[t->proc], t, wc, now);
@@ -478,9 +569,12 @@ static void run_cycle(struct daemon *d)
 	trigger_sweep(d->trigger);
 	stackdump_poll(d->dumper);   /* detach threads that stopped late */
 	store_flush(d);
+	prune(d, now);
 	d->cycles++;
 	d->nprocs = nprocs;
 	d->nthreads = nthreads;
+	metrics_cycle_cost(d->metrics, thread_cpu_ns() - cpu0);
+	write_metrics(d);
 }
 
 /* "watching 3 processes, 120 threads; 2 events" for STATUS=. */
@@ -514,6 +608,25 @@ static void config_delete(struct config *cfg)
 	free(cfg);
 }
 
+/* Opens event_log for appending (0640, like the database), closing the
+ * previous one: SIGHUP after logrotate moved it starts a new file. */
+static void open_event_log(struct daemon *d)
+{
+	int fd;
+
+	if (d->event_log)
+		fclose(d->event_log);
+	d->event_log = NULL;
+	if (!d->cfg->event_log)
+		return;
+	fd = open(d->cfg->event_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0 || !(d->event_log = fdopen(fd, "a"))) {
+		log_errno(LOG_WARNING, errno, "cannot open the event log %s", d->cfg->event_log);
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
 static void reload(struct daemon *d)
 {
 	struct config *cfg;
@@ -535,6 +648,12 @@ static void reload(struct daemon *d)
 	if (!d->db_override && strcmp(cfg->database, d->cfg->database) != 0)
 		log_msg(LOG_WARNING, "database changed to %s: takes effect at the next start; "
 		        "still writing %s", cfg->database, d->cfg->database);
+	if (metrics_reconfigure(d->metrics, cfg) < 0) {
+		log_msg(LOG_ERR, "out of memory; keeping the running configuration");
+		watch_free(w);
+		config_delete(cfg);
+		return;
+	}
 	watch_free(d->watch);
 	d->watch = w;
 	config_delete(d->cfg);
@@ -585,11 +704,14 @@ static int daemon_run(struct daemon *d)
 	d->sampler = sampler_new();
 	d->trigger = trigger_new();
 	d->dumper = stackdump_new();
+	d->metrics = metrics_new(d->cfg);
+	open_event_log(d);
 	rc = watch_new(d->cfg, &d->watch);
-	if (!d->sampler || !d->trigger || !d->dumper || rc < 0) {
+	if (!d->sampler || !d->trigger || !d->dumper || !d->metrics || rc < 0) {
 		log_msg(LOG_ERR, "cannot start: out of memory or /proc unreadable");
 		return EXIT_PROC;
 	}
+	doctor_preflight(d->cfg);   /* logs what stops ptrace; never fatal */
 	log_msg(LOG_INFO, "cpumond %s started: %zu watches, interval %" PRIu64 " ms, database %s",
 	        CPUMOND_VERSION, d->cfg->nwatches, d->cfg->interval_ms, database_path(d));
 
@@ -628,6 +750,7 @@ static int daemon_run(struct daemon *d)
 		if (sig == SIGHUP) {
 			service_reloading();
 			reload(d);
+			open_event_log(d);
 			service_ready(status_text(d, status, sizeof status));
 		}
 		if (sig == SIGTERM || sig == SIGINT) {
@@ -637,6 +760,7 @@ static int daemon_run(struct daemon *d)
 		}
 	}
 	finish_all_episodes(d);
+	write_metrics(d);            /* with the events of the last episodes */
 	return EXIT_OK;
 }
 
@@ -654,6 +778,9 @@ static void daemon_free(struct daemon *d)
 	watch_free(d->watch);
 	sampler_free(d->sampler);
 	trigger_free(d->trigger);
+	metrics_free(d->metrics);
+	if (d->event_log)
+		fclose(d->event_log);
 	store_close(d->store);
 	config_delete(d->cfg);
 }
@@ -663,7 +790,13 @@ static void usage(FILE *out)
 	fprintf(out,
 	        "usage: cpumond [-c FILE] [-d DB] [-v] [--cycles N]   run the daemon in the foreground\n"
 	        "       cpumond tail [-c FILE | -d DB] [-n N] [-f] [--json]\n"
+	        "       cpumond report [-c FILE] [-d DB]... [--since T] [--until T] [--watch NAME]\n"
+	        "                      [--process COMM] [--pid PID] [--thread NAME] [--host HOST]\n"
+	        "                      [--top N]\n"
+	        "                      [--by exact|signature|top-frame|entry] [--ignore REGEX]\n"
+	        "                      [--json | --folded | --svg FILE]\n"
 	        "       cpumond check-config [-c FILE]\n"
+	        "       cpumond doctor [-c FILE]       can it read and ptrace what it watches\n"
 	        "       cpumond --help | --version\n"
 	        "\n"
 	        "  -c, --config FILE   configuration (default " CONFIG_DEFAULT_PATH ")\n"
@@ -673,6 +806,18 @@ static void usage(FILE *out)
 	        "  -n, --lines N       tail: print the last N events first (default 10)\n"
 	        "  -f, --follow        tail: then print new events as they are logged\n"
 	        "      --json          tail: one JSON object per line\n"
+	        "      --since T       report: from T: 30m, 1h, 2d ago or 2026-11-29T13:04:05Z\n"
+	        "      --until T       report: up to T (excluded); default: now\n"
+	        "      --watch NAME, --process COMM, --pid PID, --thread NAME, --host HOST\n"
+	        "                      report: only these events\n"
+	        "  -d DB (repeated)    report: several databases (from many hosts) as one\n"
+	        "      --by HOW        report: group stacks by exact hash (default), signature,\n"
+	        "                      top-frame (innermost function) or entry (outermost)\n"
+	        "      --top N         report: show N groups (default 10, all with --json; 0: all)\n"
+	        "      --ignore REGEX  report: system frames, instead of [report] ignore\n"
+	        "      --json          report: one JSON object per group\n"
+	        "      --folded        report: every sample as folded stacks for flame graphs\n"
+	        "      --svg FILE      report: an interactive flame graph\n"
 	        "\nSee cpumond(8) and cpumond.conf(5).\n");
 }
 
@@ -787,6 +932,140 @@ static int cmd_tail(int argc, char **argv)
 	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
 
+/* `cpumond report`.  Every time is read against one clock reading, so that
+ * --since 2h --until 1h is exactly one hour. */
+static int cmd_report(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "database", required_argument, NULL, 'd' },
+		{ "since", required_argument, NULL, 'S' },
+		{ "until", required_argument, NULL, 'U' },
+		{ "watch", required_argument, NULL, 'w' },
+		{ "process", required_argument, NULL, 'p' },
+		{ "pid", required_argument, NULL, 'P' },
+		{ "thread", required_argument, NULL, 't' },
+		{ "host", required_argument, NULL, 'H' },
+		{ "by", required_argument, NULL, 'b' },
+		{ "top", required_argument, NULL, 'n' },
+		{ "ignore", required_argument, NULL, 'i' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "folded", no_argument, NULL, 'F' },
+		{ "svg", required_argument, NULL, 'g' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	/* -d again and again: databases copied from many hosts, one window. */
+	enum { MAX_DATABASES = 1024 };
+	const char *dbs[MAX_DATABASES];
+	struct report_options opt = { .top = -1, .databases = dbs };
+	const char *config_path = NULL, *ignore = NULL;
+	struct config cfg = { 0 };
+	regex_t ignore_re;
+	struct timespec now;
+	int64_t now_us;
+	long n;
+	int c, e, rc;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	now_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+	while ((c = getopt_long(argc, argv, "c:d:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config_path = optarg; break;
+		case 'd':
+			if (opt.ndatabases == MAX_DATABASES) {
+				fprintf(stderr, "cpumond: report: more than %d databases\n", MAX_DATABASES);
+				return EXIT_USAGE;
+			}
+			opt.database = dbs[opt.ndatabases++] = optarg;
+			break;
+		case 'S':
+		case 'U':
+			if (report_parse_time(optarg, now_us, c == 'S' ? &opt.since_us : &opt.until_us) < 0) {
+				fprintf(stderr, "cpumond: report: --%s: '%s' is not a time (such as 30m, 1h, "
+				        "2d or 2026-11-29T13:04:05Z)\n", c == 'S' ? "since" : "until", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'w': opt.watch = optarg; break;
+		case 'p': opt.comm = optarg; break;
+		case 't': opt.thread = optarg; break;
+		case 'H': opt.host = optarg; break;
+		case 'P':
+			if (parse_count(optarg, &n) < 0 || n == 0) {
+				fprintf(stderr, "cpumond: report: --pid: '%s' is not a pid\n", optarg);
+				return EXIT_USAGE;
+			}
+			opt.pid = (pid_t)n;
+			break;
+		case 'b':
+			if (report_parse_by(optarg, &opt.by) < 0) {
+				fprintf(stderr, "cpumond: report: --by: '%s' is not exact, signature, "
+				        "top-frame or entry\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'n':
+			if (parse_count(optarg, &n) < 0) {
+				fprintf(stderr, "cpumond: report: --top: '%s' is not a count\n", optarg);
+				return EXIT_USAGE;
+			}
+			opt.top = (int)n;
+			break;
+		case 'i': ignore = optarg; break;
+		case 'j': opt.json = true; break;
+		case 'F': opt.folded = true; break;
+		case 'g': opt.svg_path = optarg; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "cpumond: report: unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (opt.json + opt.folded + (opt.svg_path != NULL) > 1) {
+		fprintf(stderr, "cpumond: report: give one of --json, --folded and --svg\n");
+		return EXIT_USAGE;
+	}
+	if (opt.since_us && opt.until_us && opt.since_us >= opt.until_us) {
+		fprintf(stderr, "cpumond: report: --since is not before --until\n");
+		return EXIT_USAGE;
+	}
+	if (ignore) {
+		e = regcomp(&ignore_re, ignore, REG_EXTENDED | REG_NOSUB);
+		if (e) {
+			char msg[128];
+
+			regerror(e, &ignore_re, msg, sizeof msg);
+			if (msg[0] >= 'A' && msg[0] <= 'Z')
+				msg[0] = (char)(msg[0] - 'A' + 'a');  /* messages are lowercase */
+			fprintf(stderr, "cpumond: report: --ignore: invalid regex \"%s\": %s\n", ignore, msg);
+			return EXIT_USAGE;
+		}
+		opt.ignore = &ignore_re;
+	}
+	/* -d alone reads no configuration; -c (or neither) gives the database
+	 * and [report] ignore, each overridden by -d and --ignore. */
+	if (config_path || !opt.database) {
+		rc = load_config(config_path ? config_path : CONFIG_DEFAULT_PATH, &cfg);
+		if (rc != EXIT_OK) {
+			if (ignore)
+				regfree(&ignore_re);
+			return rc;
+		}
+		if (!opt.database)
+			opt.database = cfg.database;   /* ndatabases is 0 */
+		if (!ignore && cfg.report_ignore)
+			opt.ignore = &cfg.report_ignore_re;
+	}
+	rc = report_run(&opt, stdout) < 0 ? EXIT_RUNTIME : EXIT_OK;
+	if (ignore)
+		regfree(&ignore_re);
+	config_free(&cfg);
+	return rc;
+}
+
 static int cmd_daemon(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -830,11 +1109,49 @@ static int cmd_daemon(int argc, char **argv)
 	return rc;
 }
 
+/* Exit status: 0 every check passed (warnings allowed), 1 one failed,
+ * 3 the configuration is missing or invalid. */
+static int cmd_doctor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *path = CONFIG_DEFAULT_PATH;
+	struct config cfg = { 0 };
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': path = optarg; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "cpumond: doctor: unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	rc = load_config(path, &cfg);
+	if (rc != EXIT_OK)
+		return rc;
+	rc = doctor_run(&cfg, stdout);
+	if (rc < 0)
+		fprintf(stderr, "cpumond: doctor: cannot list processes: %s\n", strerror(-rc));
+	config_free(&cfg);
+	return rc == 0 ? EXIT_OK : EXIT_RUNTIME;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "tail") == 0)
 		return cmd_tail(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "check-config") == 0)
 		return cmd_check_config(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "doctor") == 0)
+		return cmd_doctor(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "report") == 0)
+		return cmd_report(argc - 1, argv + 1);
 	return cmd_daemon(argc, argv);
 }

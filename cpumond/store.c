@@ -159,6 +159,16 @@ static const char sql_stack_frames[] =
 	"SELECT s.truncated, f.module, f.build_id, f.func_offset, f.symbol"
 	" FROM stacks AS s JOIN stack_frames AS f ON f.hash = s.hash"
 	" WHERE s.hash = ?1 ORDER BY f.depth";
+/* Retention: ?1 cutoff time (events older go), ?2 at most this many. */
+static const char sql_prune_old[] =
+	"DELETE FROM events WHERE id IN"
+	" (SELECT id FROM events WHERE time < ?1 ORDER BY id LIMIT ?2)";
+static const char sql_prune_oldest[] =
+	"DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?1)";
+/* Stacks no event refers to any more; their frames go by ON DELETE CASCADE. */
+static const char sql_prune_stacks[] =
+	"DELETE FROM stacks WHERE hash NOT IN (SELECT stack_hash FROM event_stacks)"
+	" AND hash NOT IN (SELECT stack_hash FROM events WHERE stack_hash IS NOT NULL)";
 static const char sql_id_before_last[] =
 	"SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?1";
 
@@ -174,6 +184,7 @@ struct store {
 	sqlite3_stmt *put_event_stack;
 	sqlite3_stmt *events_after, *event_stacks, *stack_frames, *id_before_last;
 	sqlite3_stmt *read_begin, *read_end;
+	sqlite3_stmt *prune_old, *prune_oldest, *prune_stacks;
 	int last_rc;             /* SQLite result of the last failure */
 	char err[512];
 };
@@ -475,6 +486,12 @@ static int set_pragmas(struct store *st)
 	char mode[32];
 	int persist, rc, e;
 
+	/* Lets store_prune give freed pages back to the file system.  It takes
+	 * effect only while the file has no table yet (a new database); an
+	 * older one reuses its free pages instead of shrinking. */
+	e = exec(st, "PRAGMA auto_vacuum = INCREMENTAL", "cannot set auto_vacuum");
+	if (e < 0)
+		return e;
 	e = query_one(st, "PRAGMA journal_mode = WAL", "cannot enable WAL", NULL, mode,
 	              sizeof mode);
 	if (e < 0)
@@ -546,7 +563,10 @@ static int prepare_all(struct store *st)
 		    (e = prepare(st, sql_put_stack_frame, &st->put_stack_frame)) < 0 ||
 		    (e = prepare(st, sql_put_event, &st->put_event)) < 0 ||
 		    (e = prepare(st, sql_put_event_frame, &st->put_event_frame)) < 0 ||
-		    (e = prepare(st, sql_put_event_stack, &st->put_event_stack)) < 0)
+		    (e = prepare(st, sql_put_event_stack, &st->put_event_stack)) < 0 ||
+		    (e = prepare(st, sql_prune_old, &st->prune_old)) < 0 ||
+		    (e = prepare(st, sql_prune_oldest, &st->prune_oldest)) < 0 ||
+		    (e = prepare(st, sql_prune_stacks, &st->prune_stacks)) < 0)
 			return e;
 	}
 	if ((e = prepare(st, sql_events_after, &st->events_after)) < 0 ||
@@ -636,6 +656,7 @@ void store_close(struct store *st)
 		st->rollback_to, st->put_stack, st->put_stack_frame, st->put_event,
 		st->put_event_frame, st->put_event_stack, st->events_after, st->event_stacks,
 		st->stack_frames, st->read_begin, st->read_end, st->id_before_last,
+		st->prune_old, st->prune_oldest, st->prune_stacks,
 	};
 
 	if (st->db && !sqlite3_get_autocommit(st->db))
@@ -1238,6 +1259,74 @@ int store_get_stack(struct store *st, uint64_t hash, struct stackdump_stack *out
 	*out = r.ev.stack;
 	out->hash = hash;
 	return 0;
+}
+
+int store_size(struct store *st, uint64_t *bytes)
+{
+	int64_t pages, page_size, free_pages;
+	int e;
+
+	if ((e = query_one(st, "PRAGMA page_count", "cannot read the size", &pages, NULL, 0)) < 0 ||
+	    (e = query_one(st, "PRAGMA page_size", "cannot read the size", &page_size, NULL, 0)) < 0 ||
+	    (e = query_one(st, "PRAGMA freelist_count", "cannot read the size", &free_pages,
+	                   NULL, 0)) < 0)
+		return e;
+	*bytes = (uint64_t)(pages - free_pages) * (uint64_t)page_size;
+	return 0;
+}
+
+/* Runs a pruning DELETE with its limits bound; adds the rows it deleted. */
+static int prune_step(struct store *st, sqlite3_stmt *s, int64_t a, int64_t b, int nbind,
+                      int *deleted)
+{
+	struct binder bd = { .s = s };
+	int e;
+
+	if (nbind > 0)
+		bind_i64(&bd, a);
+	if (nbind > 1)
+		bind_i64(&bd, b);
+	if ((e = bind_done(st, &bd, "cannot prune")) < 0 || (e = run(st, s, "cannot prune")) < 0)
+		return e;
+	*deleted += sqlite3_changes(st->db);
+	return 0;
+}
+
+int store_prune(struct store *st, int64_t before_us, uint64_t max_bytes, int limit,
+                int *deleted, bool *more)
+{
+	uint64_t size = 0;
+	int stacks = 0, e;
+
+	*deleted = 0;
+	*more = false;
+	if (st->in_tx) {
+		set_error(st, "cannot prune inside the cycle's transaction");
+		return -EINVAL;
+	}
+	if ((e = run(st, st->begin, "cannot prune")) < 0)
+		return e;
+	e = prune_step(st, st->prune_old, before_us, limit, 2, deleted);
+	if (e == 0 && *deleted < limit && max_bytes && (e = store_size(st, &size)) == 0 &&
+	    size > max_bytes) {
+		/* Still too big with nothing too old: the oldest go, a tenth of
+		 * the batch at a time, since each may be large. */
+		e = prune_step(st, st->prune_oldest, limit / 10 + 1, 0, 1, deleted);
+		*more = true;
+	}
+	if (e == 0)
+		e = prune_step(st, st->prune_stacks, 0, 0, 0, &stacks);
+	if (e == 0)
+		e = run(st, st->commit, "cannot prune");
+	if (e < 0) {
+		if (!sqlite3_get_autocommit(st->db))
+			(void)sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return e;
+	}
+	*more |= *deleted >= limit;
+	/* Give the freed pages back; a no-op for a database without
+	 * auto_vacuum (see set_pragmas). */
+	return exec(st, "PRAGMA incremental_vacuum", "cannot shrink the database");
 }
 
 int store_id_before_last(struct store *st, int n, int64_t *after_id)

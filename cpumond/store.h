@@ -105,6 +105,18 @@ int store_each_event_in(struct store *st, const struct store_filter *f, store_ev
  * Release with stackdump_stack_free. */
 int store_get_stack(struct store *st, uint64_t hash, struct stackdump_stack *out);
 
+/* Bytes of the database in use (its pages less the free ones). */
+int store_size(struct store *st, uint64_t *bytes);
+
+/* Retention, in one short transaction outside the cycle's: deletes up to
+ * LIMIT events older than BEFORE_US and, while the database is larger than
+ * MAX_BYTES (0: no cap), some of the oldest events whatever their age; then
+ * the stacks no event refers to any more; then gives the freed pages back
+ * to the file system.  *DELETED gets how many events went, *MORE whether
+ * another call has more to do.  Returns 0 or a negative errno. */
+int store_prune(struct store *st, int64_t before_us, uint64_t max_bytes, int limit,
+                int *deleted, bool *more);
+
 /* The id after which exactly the last N events follow (0 when there are
  * fewer), for `tail -n N`. */
 int store_id_before_last(struct store *st, int n, int64_t *after_id);

@@ -29,19 +29,25 @@ for t in "$@"; do
 	fi
 done
 
-echo "== tests/integration/run.py"
-python3 tests/integration/run.py --build "$B" >"$out" 2>&1
-rc=$?
-cat "$out"
-last=$(tail -n 1 "$out")
-p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1/p')
-f=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\2/p')
-s=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\3/p')
-passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
-if [ "$rc" -ne 0 ]; then
-	failed_names="$failed_names integration"
-	[ -z "$f" ] && failed=$((failed + 1))
-fi
+# Each integration script ends with "N passed, N failed, N skipped".
+for script in tests/integration/run.py tests/integration/test_report.py \
+	tests/integration/test_service.py tests/integration/test_fleet.py \
+	tests/stackdump/compare.py; do
+	echo "== $script"
+	python3 "$script" --build "$B" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	last=$(tail -n 1 "$out")
+	summary='^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$'
+	p=$(echo "$last" | sed -n "s/$summary/\\1/p")
+	f=$(echo "$last" | sed -n "s/$summary/\\2/p")
+	s=$(echo "$last" | sed -n "s/$summary/\\3/p")
+	passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+	if [ "$rc" -ne 0 ]; then
+		failed_names="$failed_names $(basename "$script")"
+		[ -z "$f" ] && failed=$((failed + 1))
+	fi
+done
 
 [ -n "$failed_names" ] && echo "failed:$failed_names"
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -451,9 +451,59 @@ pid = {pid}
         check("episodes: tail --json has samples and one key stack",
               o.get("samples") == 30 and len(keys) == 1 and keys[0]["stack_hash"] == o.get("stack_hash")
               and sum(x["count"] for x in o["stacks"]) == 30, p.stdout[:500])
+        # report ranks chain A first under every grouping; only --by entry
+        # cannot tell them apart (both run under hot_main).
+        ignore = r"^(start_thread|__clone3?|clone3?)$"
+        for by in ("exact", "signature", "top-frame", "entry"):
+            p = subprocess.run([cpumond, "report", "-d", db, "--by", by, "--json", "--top", "0",
+                                "--ignore", ignore], capture_output=True, text=True, timeout=30)
+            groups = []
+            for line in p.stdout.splitlines():
+                try:
+                    groups.append(json.loads(line))
+                except ValueError:
+                    pass
+            names = [[f.get("symbol") for f in g.get("frames", [])] for g in groups]
+            first_a = next((i for i, n in enumerate(names) if "chain_a_leaf" in n), None)
+            first_b = next((i for i, n in enumerate(names) if "chain_b_leaf" in n), None)
+            if by == "entry":
+                ok = first_a == 0
+            else:
+                ok = first_a == 0 and first_b is not None and first_b > 0
+            check(f"report --by {by} ranks chain A first", p.returncode == 0 and ok,
+                  f"exit {p.returncode} {p.stderr[:200]} {names[:3]}")
         check("episode: thread runs, untraced",
               thread_status(pid, hot[0])["State"][0] != "t" and thread_status(pid, hot[0])["TracerPid"] == "0",
               "")
+    finally:
+        if daemon and daemon.poll() is None:
+            daemon.terminate()
+            daemon.wait()
+        target.terminate()
+        target.wait()
+
+
+def test_episode_ends_when_idle(build, tmp):
+    """A thread that stops burning in the middle of its episode: the episode
+    ends early and the event says why."""
+    allowed, why = ptrace_allowed()
+    if not allowed:
+        skip("episode ends when idle", why)
+        return
+    db = os.path.join(tmp, "idle.db")
+    conf = os.path.join(tmp, "idle.conf")
+    target, pid, hot = start_target([os.path.join(build, "tests", "twochains"), "--burn-ms", "2000",
+                                     "--timeout", "60"])
+    daemon = None
+    try:
+        with open(conf, "w") as f:
+            f.write(f"[cpumond]\ninterval = 300ms\nthreshold = 250\nsample_interval = 50ms\n"
+                    f"episode_samples = 100\ndatabase = {db}\n[watch two]\npid = {pid}\n")
+        daemon = subprocess.Popen([os.path.join(build, "cpumond"), "-c", conf],
+                                  stderr=subprocess.DEVNULL)
+        rows = poll(lambda: query(db, "SELECT samples, episode_end FROM events"), 15)
+        check("episode of a thread that goes idle ends early, saying so",
+              rows and rows[0][0] < 100 and "went idle" in (rows[0][1] or ""), rows)
     finally:
         if daemon and daemon.poll() is None:
             daemon.terminate()
@@ -471,6 +521,7 @@ def main():
         test_daemon(args.build, tmp)
         test_traced_thread(args.build, tmp)
         test_episodes(args.build, tmp)
+        test_episode_ends_when_idle(args.build, tmp)
     print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
     return 1 if results["failed"] else 0
 

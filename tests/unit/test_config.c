@@ -71,6 +71,10 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.cooldown_ms, 60000);
 	assert_string_equal(cfg.database, CONFIG_DEFAULT_DATABASE);
 	assert_int_equal(cfg.max_frames, 64);
+	assert_int_equal(cfg.sample_interval_ms, 50);
+	assert_int_equal(cfg.episode_samples, 20);
+	assert_int_equal(cfg.max_dumps_per_second, 100);
+	assert_null(cfg.report_ignore);
 	assert_int_equal(cfg.nwatches, 1);
 	assert_string_equal(cfg.watches[0].name, "all");
 	assert_int_equal(cfg.watches[0].line, 1);
@@ -220,7 +224,9 @@ static void test_layout(void **state)
 		        "t.conf:10: interval: \"5s;not a comment without a space before\" is not a duration "
 		        "(such as 250ms, 3s, 2min, 1h, 1d)\n"
 		        "t.conf:11: interval_is_next_line: unknown key (expected interval, threshold, "
-		        "consecutive, cooldown, database or max_frames)\n");
+		        "consecutive, cooldown, database, max_frames, sample_interval, "
+		        "episode_samples, max_dumps_per_second, retention, max_database_size, "
+		        "journal, metrics_file or event_log)\n");
 		free(errs);
 	}
 	*strstr(text, "interval=5s") = '\0';
@@ -244,12 +250,66 @@ static void test_errors(void **state)
 		const char *errors;
 	} cases[] = {
 		{ "[cpumon]\ninterval = 3s\n" WATCH,
-		  "t.conf:1: [cpumon]: unknown section (expected [cpumond] or [watch NAME])\n" },
+		  "t.conf:1: [cpumon]: unknown section (expected [cpumond], [report] or [watch NAME])\n" },
 		{ "[watchweb]\ncomm = x\n" WATCH,
-		  "t.conf:1: [watchweb]: unknown section (expected [cpumond] or [watch NAME])\n" },
+		  "t.conf:1: [watchweb]: unknown section (expected [cpumond], [report] or [watch NAME])\n" },
 		{ "[cpumond]\nintervall = 3s\n" WATCH,
 		  "t.conf:2: intervall: unknown key (expected interval, threshold, consecutive, "
-		  "cooldown, database or max_frames)\n" },
+		  "cooldown, database, max_frames, sample_interval, episode_samples, "
+		  "max_dumps_per_second, retention, max_database_size, journal, metrics_file or "
+		  "event_log)\n" },
+		{ "[cpumond]\nretention = forever\n" WATCH,
+		  "t.conf:2: retention: \"forever\" is not a duration (such as 250ms, 3s, 2min, 1h, "
+		  "1d)\n" },
+		{ "[cpumond]\nmax_database_size = 256MB\n" WATCH,
+		  "t.conf:2: max_database_size: \"256MB\" is not a size (such as 64MiB, 1GiB, 4096)\n" },
+		{ "[cpumond]\nmax_database_size = 1000KiB\n" WATCH,
+		  "t.conf:2: max_database_size: 1000KiB is below 1MiB (0: no cap)\n" },
+		{ "[cpumond]\njournal = maybe\n" WATCH,
+		  "t.conf:2: journal: \"maybe\" is not a boolean (yes/no, true/false, on/off, 1/0)\n" },
+		{ "[cpumond]\nmetrics_file = cpumond.prom\n" WATCH,
+		  "t.conf:2: metrics_file: cpumond.prom is not an absolute path\n" },
+		{ "[cpumond]\nevent_log = events.json\n" WATCH,
+		  "t.conf:2: event_log: events.json is not an absolute path\n" },
+		{ "[cpumond]\nsample_interval = 9ms\n" WATCH,
+		  "t.conf:2: sample_interval: 9ms is out of range 10ms..10s\n" },
+		{ "[cpumond]\nsample_interval = 11s\n" WATCH,
+		  "t.conf:2: sample_interval: 11s is out of range 10ms..10s\n" },
+		{ "[cpumond]\nsample_interval = fast\n" WATCH,
+		  "t.conf:2: sample_interval: \"fast\" is not a duration (such as 250ms, 3s, 2min, "
+		  "1h, 1d)\n" },
+		{ "[cpumond]\nepisode_samples = -1\n" WATCH,
+		  "t.conf:2: episode_samples: -1 is out of range 0..1000\n" },
+		{ "[cpumond]\nepisode_samples = 1001\n" WATCH,
+		  "t.conf:2: episode_samples: 1001 is out of range 0..1000\n" },
+		{ "[cpumond]\nepisode_samples = 20x\n" WATCH,
+		  "t.conf:2: episode_samples: \"20x\" is not a number\n" },
+		{ "[cpumond]\nmax_dumps_per_second = 0\n" WATCH,
+		  "t.conf:2: max_dumps_per_second: 0 is out of range 1..10000\n" },
+		{ "[cpumond]\nmax_dumps_per_second = 10001\n" WATCH,
+		  "t.conf:2: max_dumps_per_second: 10001 is out of range 1..10000\n" },
+		{ WATCH "episode_samples = 5\n",
+		  "t.conf:3: episode_samples: not a watch key (set it in [cpumond])\n" },
+		{ "[report]\nignore = (\n" WATCH,
+		  "t.conf:2: ignore: invalid regex \"(\": unmatched ( or \\(\n" },
+		{ "[report]\nignore =\n" WATCH,
+		  "t.conf:2: ignore: no value\n" },
+		{ "[report]\nignored = ^x$\n" WATCH,
+		  "t.conf:2: ignored: unknown key (expected ignore)\n" },
+		{ "[report]\nignore = a\nignore = b\n" WATCH,
+		  "t.conf:3: ignore: duplicate key (first at line 2)\n" },
+		{ "[report]\n[report]\nignore = a\n" WATCH,
+		  "t.conf:2: [report]: duplicate section (first at line 1)\n" },
+		{ "[report]\ninterval = 3s\n" WATCH,
+		  "t.conf:2: interval: not a [report] key (set it in [cpumond])\n" },
+		{ "[report]\ncomm = nginx\n" WATCH,
+		  "t.conf:2: comm: not a [report] key (selectors go in [watch NAME])\n" },
+		{ "[cpumond]\nignore = ^x$\n" WATCH,
+		  "t.conf:2: ignore: not a [cpumond] key (set it in [report])\n" },
+		{ WATCH "ignore = ^x$\n",
+		  "t.conf:3: ignore: not a watch key (set it in [report])\n" },
+		{ "ignore = ^x$\n[report]\n" WATCH,
+		  "t.conf:1: ignore: outside any section (put it under [cpumond] or [watch NAME])\n" },
 		{ WATCH "com = nginx\n",
 		  "t.conf:3: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, all, "
 		  "threshold, consecutive or cooldown)\n" },
@@ -384,7 +444,78 @@ static void test_all_errors_reported(void **state)
 	              "t.conf:10: \"also oops\": not a [section], key = value or ; comment\n"
 	              "t.conf:12: [watch idle]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n"
 	              "t.conf:15: [watch web]: duplicate watch (first at line 7)\n"
-	              "t.conf:16: [bogus]: unknown section (expected [cpumond] or [watch NAME])\n");
+	              "t.conf:16: [bogus]: unknown section (expected [cpumond], [report] or [watch NAME])\n");
+}
+
+/* [report] ignore is compiled as an extended regex, matched anywhere unless
+ * anchored. */
+static void test_report_section(void **state)
+{
+	struct config cfg;
+
+	(void)state;
+	parse_good("[report]\n"
+	           "ignore = ^(start_thread|__clone3?|_start)$   ; system frames\n"
+	           "[watch w]\nall = yes\n", &cfg);
+	assert_string_equal(cfg.report_ignore, "^(start_thread|__clone3?|_start)$");
+	assert_int_equal(regexec(&cfg.report_ignore_re, "start_thread", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "__clone3", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "__clone", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&cfg.report_ignore_re, "start_thread2", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&cfg.report_ignore_re, "main", 0, NULL, 0), 0);
+	config_free(&cfg);
+	assert_zeroed(&cfg);
+
+	/* An empty [report] section sets nothing. */
+	parse_good("[report]\n; nothing\n[watch w]\nall = yes\n", &cfg);
+	assert_null(cfg.report_ignore);
+	config_free(&cfg);
+}
+
+static void test_episode_keys(void **state)
+{
+	struct config cfg;
+
+	(void)state;
+	parse_good("[cpumond]\n"
+	           "sample_interval = 10ms\n"
+	           "episode_samples = 0\n"
+	           "max_dumps_per_second = 1\n"
+	           "[watch w]\nall = yes\n", &cfg);
+	assert_int_equal(cfg.sample_interval_ms, 10);
+	assert_int_equal(cfg.episode_samples, 0);
+	assert_int_equal(cfg.max_dumps_per_second, 1);
+	config_free(&cfg);
+	parse_good("[cpumond]\n"
+	           "sample_interval = 10s\n"
+	           "episode_samples = 1000\n"
+	           "max_dumps_per_second = 10000\n"
+	           "[watch w]\nall = yes\n", &cfg);
+	assert_int_equal(cfg.sample_interval_ms, 10000);
+	assert_int_equal(cfg.episode_samples, 1000);
+	assert_int_equal(cfg.max_dumps_per_second, 10000);
+	config_free(&cfg);
+}
+
+static void test_sizes(void **state)
+{
+	static const struct { const char *text; uint64_t bytes; } good[] = {
+		{ "0", 0 }, { "4096", 4096 }, { "512KiB", 512 * 1024 }, { "256MiB", 256ull << 20 },
+		{ "2GiB", 2ull << 30 }, { "1TiB", 1ull << 40 }, { "7B", 7 },
+	};
+	static const char *const bad[] = {
+		"", "MiB", "-1", "1.5GiB", "1 MiB", "1mib", "1MB", "1K", "16777216TiB",
+		"99999999999999999999",
+	};
+	uint64_t v;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		assert_int_equal(config_parse_size(good[i].text, &v), 0);
+		assert_true(v == good[i].bytes);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		assert_int_equal(config_parse_size(bad[i], &v), -EINVAL);
 }
 
 static void test_durations(void **state)
@@ -451,6 +582,12 @@ static void test_print(void **state)
 	                    "cooldown = 2min\n"
 	                    "database = /var/lib/cpumond/cpumond.db\n"
 	                    "max_frames = 64\n"
+	                    "sample_interval = 50ms\n"
+	                    "episode_samples = 20\n"
+	                    "max_dumps_per_second = 100\n"
+	                    "retention = 14d\n"
+	                    "max_database_size = 256MiB\n"
+	                    "journal = yes\n"
 	                    "\n"
 	                    "[watch web]\n"
 	                    "comm = nginx\n"
@@ -484,6 +621,15 @@ static void assert_same_config(const struct config *a, const struct config *b)
 	assert_int_equal(a->cooldown_ms, b->cooldown_ms);
 	assert_string_equal(a->database, b->database);
 	assert_int_equal(a->max_frames, b->max_frames);
+	assert_int_equal(a->sample_interval_ms, b->sample_interval_ms);
+	assert_int_equal(a->episode_samples, b->episode_samples);
+	assert_int_equal(a->max_dumps_per_second, b->max_dumps_per_second);
+	assert_int_equal(a->retention_ms, b->retention_ms);
+	assert_int_equal(a->max_database_size, b->max_database_size);
+	assert_int_equal(a->journal, b->journal);
+	assert_same_string(a->metrics_file, b->metrics_file);
+	assert_same_string(a->event_log, b->event_log);
+	assert_same_string(a->report_ignore, b->report_ignore);
 	assert_int_equal(a->nwatches, b->nwatches);
 	for (size_t i = 0; i < a->nwatches; i++) {
 		const struct watch_config *x = &a->watches[i], *y = &b->watches[i];
@@ -529,7 +675,17 @@ static void test_round_trip(void **state)
 	           "consecutive = 7\n"
 	           "cooldown = 86399999ms\n"
 	           "database = relative/cpumond.db\n"
-	           "max_frames = 1\n", &first);
+	           "max_frames = 1\n"
+	           "sample_interval = 1500ms\n"
+	           "episode_samples = 0\n"
+	           "max_dumps_per_second = 10000\n"
+	           "retention = 0\n"
+	           "max_database_size = 1536KiB\n"
+	           "journal = off\n"
+	           "metrics_file = /var/lib/prometheus/node-exporter/cpumond.prom\n"
+	           "event_log = /var/log/cpumond/events.json\n"
+	           "[report]\n"
+	           "ignore = ^(start_thread|__clone3?|__libc_start_main.*)$\n", &first);
 	text = print_to_string(&first);
 	parse_good(text, &second);
 	assert_same_config(&first, &second);
@@ -569,6 +725,10 @@ static void test_shipped_config(void **state)
 	assert_int_equal(cfg.cooldown_ms, 60000);
 	assert_string_equal(cfg.database, CONFIG_DEFAULT_DATABASE);
 	assert_int_equal(cfg.max_frames, 64);
+	assert_int_equal(cfg.sample_interval_ms, 50);
+	assert_int_equal(cfg.episode_samples, 20);
+	assert_int_equal(cfg.max_dumps_per_second, 100);
+	assert_null(cfg.report_ignore);
 	assert_int_equal(cfg.nwatches, 1);
 	assert_string_equal(cfg.watches[0].name, "all");
 	assert_true(cfg.watches[0].all);
@@ -601,6 +761,15 @@ static void test_shipped_examples(void **state)
 	parse_good(text, &cfg);
 	assert_int_equal(cfg.nwatches, 7);
 	assert_int_equal(cfg.watches[1].consecutive, 3);
+	/* The suggested ignore pattern drops the libc thread and process
+	 * entry frames and nothing that merely contains their names. */
+	assert_non_null(cfg.report_ignore);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "start_thread", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "__clone3", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "__libc_start_main_impl", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "_start", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&cfg.report_ignore_re, "main", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&cfg.report_ignore_re, "start_thread_pool", 0, NULL, 0), 0);
 	free(text);
 	config_free(&cfg);
 }
@@ -672,7 +841,10 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_long_line),
 		cmocka_unit_test(test_all_errors_reported),
+		cmocka_unit_test(test_report_section),
+		cmocka_unit_test(test_episode_keys),
 		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_print),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_shipped_config),

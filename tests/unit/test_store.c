@@ -386,6 +386,78 @@ static void test_migrates_v1(void **state)
 	store_close(st);
 }
 
+/* Retention: old events go, then the stacks nothing refers to, and the
+ * file gives the pages back. */
+static void test_prune_by_age(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *st = open_rw(fx->path);
+	struct store_event a = make_event(1000, frames_a1, 3);
+	struct stackdump_stack b = { .frames = frames_b, .nframes = 2, .hash = HASH_B };
+	struct store_event eb = make_event(2000, frames_b, 2);
+	int deleted = -1;
+	bool more = true;
+
+	eb.stack = b;
+	assert_int_equal(store_begin(st), 0);
+	assert_int_equal(store_add_event(st, &a), 0);     /* t=1000, stack A */
+	assert_int_equal(store_add_event(st, &eb), 0);    /* t=2000, stack B */
+	a.time_us = 3000;
+	assert_int_equal(store_add_event(st, &a), 0);     /* t=3000, stack A */
+	assert_int_equal(store_commit(st), 0);
+
+	assert_int_equal(store_prune(st, 2500, 0, 100, &deleted, &more), 0);
+	assert_int_equal(deleted, 2);
+	assert_false(more);
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM events"), 1);
+	/* B is referenced by nothing now; A still is. */
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM stacks"), 1);
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM stack_frames"), 3);
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM event_stacks"), 1);
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM event_frames"), 3);
+	assert_int_equal(q_int(fx->path, "PRAGMA auto_vacuum"), 2);   /* incremental */
+
+	/* A batch limit leaves work for the next call. */
+	assert_int_equal(store_prune(st, 4000, 0, 1, &deleted, &more), 0);
+	assert_int_equal(deleted, 1);
+	assert_true(more);
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM stacks"), 0);
+	store_close(st);
+}
+
+static void test_prune_by_size(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *st = open_rw(fx->path);
+	struct store_event ev = make_event(1000, frames_a1, 3);
+	char exe[2048];
+	uint64_t size = 0, before;
+	int deleted, rounds = 0;
+	bool more = true;
+
+	memset(exe, 'x', sizeof exe - 1);
+	exe[sizeof exe - 1] = '\0';
+	ev.exe = exe;                             /* 2 KiB an event */
+	assert_int_equal(store_begin(st), 0);
+	for (int i = 0; i < 500; i++) {
+		ev.time_us = 1000 + i;
+		assert_int_equal(store_add_event(st, &ev), 0);
+	}
+	assert_int_equal(store_commit(st), 0);
+	assert_int_equal(store_size(st, &before), 0);
+	assert_true(before > 1000 * 1000);
+	while (more && rounds++ < 100)
+		assert_int_equal(store_prune(st, 0, 256 * 1024, 100, &deleted, &more), 0);
+	assert_false(more);
+	assert_int_equal(store_size(st, &size), 0);
+	assert_true(size <= 256 * 1024);
+	/* The newest stay. */
+	assert_int_equal(q_int(fx->path, "SELECT max(time) FROM events"), 1499);
+	/* Some 50 of the 2 KiB events fit beside the tables' other pages. */
+	assert_true(q_int(fx->path, "SELECT count(*) FROM events") > 20);
+	store_close(st);
+}
+
 static void test_open_creates_dir_and_file(void **state)
 {
 	struct fixture *fx = *state;
@@ -788,6 +860,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ids_not_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_episode_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_by_age, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prune_by_size, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

@@ -1,0 +1,702 @@
+#include "cpumond/doctor.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cpumond/log.h"
+#include "cpumond/watch.h"
+#include "stackdump/elfinfo.h"
+
+/* Capability bits (linux/capability.h). */
+#define CAP_BIT_SYS_PTRACE 19
+#define CAP_BIT_SYS_NICE   23
+
+/* Per-process checks print at most this many problems each; the rest are
+ * counted in one line (all = yes may watch hundreds of processes). */
+#define SHOW_MAX 10
+
+/* Where stackdump finds the symbols of a stripped file (see modules.c). */
+#define DEBUG_DIR "/usr/lib/debug/.build-id"
+
+static bool has_cap(uint64_t mask, int bit)
+{
+	return (mask >> bit) & 1;
+}
+
+__attribute__((format(printf, 3, 4)))
+static void set(struct doctor_result *r, enum doctor_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->level = level;
+	r->fix[0] = '\0';
+	va_start(ap, fmt);
+	vsnprintf(r->message, sizeof r->message, fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void set_fix(struct doctor_result *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->fix, sizeof r->fix, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- parsers ---- */
+
+int doctor_parse_capmask(const char *hex, uint64_t *mask)
+{
+	uint64_t v = 0;
+	size_t n = 0;
+
+	while (*hex == ' ' || *hex == '\t')
+		hex++;
+	for (; isxdigit((unsigned char)hex[n]); n++) {
+		int d = isdigit((unsigned char)hex[n]) ? hex[n] - '0'
+		                                      : tolower((unsigned char)hex[n]) - 'a' + 10;
+		if (n >= 16)
+			return -EINVAL;
+		v = v << 4 | (uint64_t)d;
+	}
+	if (n == 0 || (hex[n] && hex[n] != '\n'))
+		return -EINVAL;
+	*mask = v;
+	return 0;
+}
+
+static int parse_long(const char *text, long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno || end == text || (*end && *end != '\n' && *end != '\t' && *end != ' '))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* A status file, one "Name:\tvalue" per line:
+ *   Uid:	0	0	0	0
+ *   TracerPid:	0
+ *   CapEff:	000001ffffffffff
+ *   NoNewPrivs:	0
+ *   Seccomp:	0
+ */
+int doctor_parse_status(const char *text, struct doctor_status *st)
+{
+	*st = (struct doctor_status){ .euid = -1, .no_new_privs = -1, .seccomp = -1,
+	                              .tracer_pid = -1 };
+	for (const char *line = text; line && *line;) {
+		const char *nl = strchr(line, '\n');
+		const char *colon = strchr(line, ':');
+		long v;
+
+		if (colon && (!nl || colon < nl)) {
+			size_t len = (size_t)(colon - line);
+			const char *val = colon + 1;
+
+			while (*val == ' ' || *val == '\t')
+				val++;
+#define IS(name) (len == sizeof(name) - 1 && strncmp(line, name, len) == 0)
+			if (IS("Uid")) {
+				/* real, effective, saved, fs */
+				char *end;
+
+				errno = 0;
+				strtol(val, &end, 10);
+				if (errno || end == val || parse_long(end, &v) < 0 || v < 0)
+					return -EINVAL;
+				st->euid = v;
+			} else if (IS("CapEff")) {
+				if (doctor_parse_capmask(val, &st->cap_eff) < 0)
+					return -EINVAL;
+			} else if (IS("NoNewPrivs") || IS("Seccomp") || IS("TracerPid")) {
+				if (parse_long(val, &v) < 0 || v < 0 || v > INT_MAX)
+					return -EINVAL;
+				if (IS("NoNewPrivs"))
+					st->no_new_privs = (int)v;
+				else if (IS("Seccomp"))
+					st->seccomp = (int)v;
+				else
+					st->tracer_pid = v;
+			}
+#undef IS
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return 0;
+}
+
+/* ---- the checks ---- */
+
+static const char *const add_ptrace_cap =
+	"give it CAP_SYS_PTRACE: AmbientCapabilities=CAP_SYS_PTRACE and "
+	"CapabilityBoundingSet=CAP_SYS_PTRACE in the unit, or run it as root";
+
+void doctor_check_ptrace_scope(int scope, uint64_t cap_eff, struct doctor_result *r)
+{
+	bool cap = has_cap(cap_eff, CAP_BIT_SYS_PTRACE);
+
+	switch (scope) {
+	case -1:
+		set(r, DOCTOR_OK, "no kernel.yama.ptrace_scope (Yama absent): classic ptrace "
+		    "permissions apply");
+		break;
+	case 0:
+		set(r, DOCTOR_OK, "ptrace_scope=0: classic ptrace permissions (same user, or "
+		    "CAP_SYS_PTRACE)");
+		break;
+	case 1:
+		if (cap)
+			set(r, DOCTOR_OK, "ptrace_scope=1: ptrace of processes other than its own "
+			    "children needs CAP_SYS_PTRACE, which cpumond has");
+		else {
+			set(r, DOCTOR_FAIL, "ptrace_scope=1: without CAP_SYS_PTRACE cpumond may "
+			    "ptrace only its own children, not the watched processes");
+			set_fix(r, "%s (or set kernel.yama.ptrace_scope=0)", add_ptrace_cap);
+		}
+		break;
+	case 2:
+		if (cap)
+			set(r, DOCTOR_OK, "ptrace_scope=2: only CAP_SYS_PTRACE may ptrace, and "
+			    "cpumond has it");
+		else {
+			set(r, DOCTOR_FAIL, "ptrace_scope=2: only CAP_SYS_PTRACE may ptrace, and "
+			    "cpumond lacks it");
+			set_fix(r, "%s", add_ptrace_cap);
+		}
+		break;
+	case 3:
+		set(r, DOCTOR_FAIL, "ptrace_scope=3 forbids ptrace for everyone, root included: "
+		    "usage is sampled but no stack is taken");
+		set_fix(r, "set kernel.yama.ptrace_scope=2 or lower in /etc/sysctl.d/ and reboot "
+		        "(3 cannot be lowered while running)");
+		break;
+	default:
+		set(r, DOCTOR_WARN, "ptrace_scope=%d is not a value this cpumond knows", scope);
+		set_fix(r, "see the kernel's Documentation/admin-guide/LSM/Yama.rst");
+	}
+}
+
+void doctor_check_capability(uint64_t cap_eff, long euid, int nnp, struct doctor_result *r)
+{
+	if (has_cap(cap_eff, CAP_BIT_SYS_PTRACE)) {
+		set(r, DOCTOR_OK, "CAP_SYS_PTRACE is effective (uid %ld, no_new_privs=%d)", euid,
+		    nnp);
+		return;
+	}
+	set(r, DOCTOR_FAIL, "cpumond lacks CAP_SYS_PTRACE (uid %ld): it can stop threads of "
+	    "its own user's processes only", euid);
+	if (euid == 0)
+		set_fix(r, "root without it: add CAP_SYS_PTRACE to CapabilityBoundingSet= of "
+		        "the unit");
+	else if (nnp == 1)
+		set_fix(r, "add AmbientCapabilities=CAP_SYS_PTRACE to the unit (under "
+		        "no_new_privs a setcap on the binary has no effect)");
+	else
+		set_fix(r, "add AmbientCapabilities=CAP_SYS_PTRACE to the unit, or run it as root");
+}
+
+void doctor_check_seccomp(int seccomp, int probe, struct doctor_result *r)
+{
+	static const char *const fix = "allow the @debug system call set, where ptrace lives: "
+	                               "SystemCallFilter=@system-service @debug";
+
+	if (seccomp <= 0) {
+		set(r, DOCTOR_OK, "no seccomp filter");
+	} else if (seccomp == 1) {
+		set(r, DOCTOR_FAIL, "seccomp strict mode: only read, write, exit and sigreturn");
+		set_fix(r, "run cpumond without SECCOMP_MODE_STRICT");
+	} else if (probe == 0) {
+		set(r, DOCTOR_OK, "seccomp filter in place, and it allows ptrace(2)");
+	} else if (probe > 0) {
+		set(r, DOCTOR_FAIL, "the seccomp filter refuses ptrace(2): %s", strerror(probe));
+		set_fix(r, "%s", fix);
+	} else {
+		set(r, DOCTOR_FAIL, "the seccomp filter kills a process that calls ptrace(2) "
+		    "(signal %d): cpumond would die at its first stack", -probe);
+		set_fix(r, "%s", fix);
+	}
+}
+
+void doctor_check_realtime(uint64_t cap_eff, unsigned long long rtprio, struct doctor_result *r)
+{
+	if (rtprio >= 1 || has_cap(cap_eff, CAP_BIT_SYS_NICE)) {
+		set(r, DOCTOR_OK, "the stop window can run at SCHED_FIFO (%s)",
+		    rtprio >= 1 ? "RLIMIT_RTPRIO >= 1" : "CAP_SYS_NICE");
+		return;
+	}
+	set(r, DOCTOR_WARN, "RLIMIT_RTPRIO is 0: without SCHED_FIFO a stop may last a "
+	    "scheduler tick (milliseconds) on a busy machine instead of ~60 µs");
+	set_fix(r, "LimitRTPRIO=1 in the unit (ulimit -r 1 in a shell)");
+}
+
+static bool gone(int err)
+{
+	return err == ENOENT || err == ESRCH;
+}
+
+void doctor_check_access(pid_t pid, const char *comm, int proc_err, int mem_err,
+                         uint64_t cap_eff, struct doctor_result *r)
+{
+	if (gone(proc_err) || (proc_err == 0 && gone(mem_err))) {
+		set(r, DOCTOR_OK, "%s[%d] exited while being checked", comm, (int)pid);
+	} else if (proc_err) {
+		set(r, DOCTOR_FAIL, "cannot read the threads of %s[%d] in /proc: %s", comm,
+		    (int)pid, strerror(proc_err));
+		set_fix(r, "cpumond must see every process in /proc: no hidepid= on /proc, "
+		        "and no ProtectProc= other than default or invisible with CAP_SYS_PTRACE");
+	} else if (mem_err) {
+		set(r, DOCTOR_FAIL, "cannot ptrace %s[%d]: %s", comm, (int)pid, strerror(mem_err));
+		if (has_cap(cap_eff, CAP_BIT_SYS_PTRACE))
+			set_fix(r, "cpumond has CAP_SYS_PTRACE, so something else refuses: "
+			        "kernel.yama.ptrace_scope=3, an LSM policy (AppArmor, SELinux), or "
+			        "the process lives in a user namespace above cpumond's (cpumond in a "
+			        "container); leave it out of the watches if it cannot be helped");
+		else
+			set_fix(r, "%s (kernel.yama.ptrace_scope must be 2 or lower)", add_ptrace_cap);
+	} else {
+		set(r, DOCTOR_OK, "can read and ptrace %s[%d]", comm, (int)pid);
+	}
+}
+
+void doctor_check_tracer(pid_t pid, pid_t tid, long tracer, const char *tracer_comm,
+                         pid_t self, struct doctor_result *r)
+{
+	const char *name = tracer_comm && tracer_comm[0] ? tracer_comm : "?";
+
+	if (tracer <= 0) {
+		set(r, DOCTOR_OK, "tid %d of pid %d is not traced", (int)tid, (int)pid);
+	} else if (tracer == self || strcmp(name, "cpumond") == 0) {
+		set(r, DOCTOR_WARN, "tid %d of pid %d is traced by pid %ld (%s), taking a stack",
+		    (int)tid, (int)pid, tracer, name);
+		set_fix(r, "none: the daemon lets go within milliseconds; run the check again");
+	} else {
+		set(r, DOCTOR_FAIL, "tid %d of pid %d is traced by pid %ld (%s): its stacks "
+		    "cannot be taken while it is", (int)tid, (int)pid, tracer, name);
+		set_fix(r, "detach %s (pid %ld) from pid %d", name, tracer, (int)pid);
+	}
+}
+
+void doctor_check_exe(const char *exe, int err, const char *build_id, const char *symsrc,
+                      struct doctor_result *r)
+{
+	bool names = symsrc && symsrc[0] && strcmp(symsrc, ".dynsym") != 0;
+
+	if (err) {
+		set(r, DOCTOR_WARN, "cannot read the executable %s: %s (names will be missing)",
+		    exe, strerror(err));
+		set_fix(r, "cpumond reads /proc/PID/exe with CAP_SYS_PTRACE and the file by its "
+		        "path: make it readable by user cpumond");
+	} else if (!build_id || !build_id[0]) {
+		set(r, DOCTOR_WARN, "%s has no build-id: its stacks are told apart by path only, "
+		    "and separate debug files cannot be found", exe);
+		set_fix(r, "link it with -Wl,--build-id");
+	} else if (!names) {
+		set(r, DOCTOR_WARN, "%s is stripped (%s): frames inside it will show as "
+		    "module+offset, not function names", exe,
+		    symsrc && symsrc[0] ? "exported names only" : "no symbols");
+		set_fix(r, "install its debug symbols (" DEBUG_DIR "/%.2s/%s.debug, e.g. the "
+		        "-dbgsym package), or build it without stripping .symtab", build_id,
+		        build_id + 2);
+	} else {
+		set(r, DOCTOR_OK, "%s has build-id %.12s and names (%s)", exe, build_id, symsrc);
+	}
+}
+
+void doctor_check_db_file(const char *path, int err, unsigned mode, struct doctor_result *r)
+{
+	unsigned need = S_ISDIR(mode) ? 050 : 040;
+
+	if (err == ENOENT)
+		set(r, DOCTOR_OK, "%s does not exist yet", path);
+	else if (err) {
+		set(r, DOCTOR_WARN, "cannot stat %s: %s", path, strerror(err));
+		set_fix(r, "run cpumond doctor as root, or as a member of group cpumond");
+	} else if ((mode & need) != need) {
+		set(r, DOCTOR_WARN, "%s has mode %04o: members of group cpumond cannot %s it", path,
+		    mode & 07777, S_ISDIR(mode) ? "enter" : "read");
+		set_fix(r, "chmod g+%s %s", S_ISDIR(mode) ? "rx" : "r", path);
+	} else {
+		set(r, DOCTOR_OK, "%s is readable by its group (mode %04o)", path, mode & 07777);
+	}
+}
+
+/* ---- the readers ---- */
+
+/* Reads file PATH into BUF (NUL-terminated).  Returns 0 or -errno. */
+static int read_text(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	int e;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	e = n < 0 ? -errno : 0;
+	close(fd);
+	buf[n < 0 ? 0 : n] = '\0';
+	return e;
+}
+
+static int read_ptrace_scope(void)
+{
+	char buf[16];
+	long v;
+
+	if (read_text("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof buf) < 0 ||
+	    parse_long(buf, &v) < 0)
+		return -1;
+	return (int)v;
+}
+
+/* Calls ptrace(2) in a child, which inherits the seccomp filter: a filter
+ * that kills must not kill cpumond.  PTRACE_PEEKDATA of oneself gives ESRCH
+ * when the call is allowed.  Returns as doctor_check_seccomp's PROBE. */
+static int probe_ptrace(void)
+{
+	int status;
+	pid_t child = fork();
+
+	if (child < 0)
+		return 0;       /* cannot tell: say nothing */
+	if (child == 0) {
+		long rc;
+
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);   /* no core file for a SIGSYS */
+		rc = syscall(SYS_ptrace, PTRACE_PEEKDATA, getpid(), 0, 0);
+		_exit(rc < 0 && errno != ESRCH ? (errno & 0x7f) : 0);
+	}
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			return 0;
+	if (WIFSIGNALED(status))
+		return -WTERMSIG(status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+}
+
+/* Whether the kernel would let cpumond PTRACE_ATTACH to PID, without
+ * stopping it: process_vm_readv asks the very same question
+ * (PTRACE_MODE_ATTACH_REALCREDS, Yama included) before it reads, and a
+ * byte at address 0 is never there.  (Opening /proc/PID/mem would also
+ * need the file's owner, which CAP_SYS_PTRACE is not.)  It takes the
+ * target's memory-map lock for the failed read, like any such read.
+ * Returns 0 or the errno that refuses. */
+static int probe_attach(pid_t pid)
+{
+	char byte;
+	struct iovec local = { &byte, 1 }, remote = { NULL, 1 };
+
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) < 0 && errno != EFAULT)
+		return errno == EACCES ? EPERM : errno;
+	return 0;
+}
+
+struct reporter {
+	FILE *out;          /* doctor_run; NULL: log (doctor_preflight) */
+	int failures;
+};
+
+static void emit(struct reporter *rp, const struct doctor_result *r)
+{
+	static const char *const tag[] = { "ok  ", "warn", "FAIL" };
+
+	if (r->level == DOCTOR_FAIL)
+		rp->failures++;
+	if (rp->out) {
+		fprintf(rp->out, "%s %s%s%s\n", tag[r->level], r->message, r->fix[0] ? "  fix: " : "",
+		        r->fix);
+		return;
+	}
+	if (r->level == DOCTOR_OK)
+		log_msg(LOG_DEBUG, "check: %s", r->message);
+	else
+		log_msg(r->level == DOCTOR_FAIL ? LOG_WARNING : LOG_NOTICE, "%s%s%s", r->message,
+		        r->fix[0] ? "; fix: " : "", r->fix);
+}
+
+/* One kind of per-process check: problems shown up to SHOW_MAX, the rest
+ * and the passes counted. */
+struct tally {
+	size_t ok, shown, hidden_fail, hidden_warn;
+};
+
+static void tally_emit(struct reporter *rp, struct tally *t, const struct doctor_result *r)
+{
+	if (r->level == DOCTOR_OK) {
+		t->ok++;
+	} else if (t->shown < SHOW_MAX) {
+		t->shown++;
+		emit(rp, r);
+	} else if (r->level == DOCTOR_FAIL) {
+		t->hidden_fail++;
+		rp->failures++;
+	} else {
+		t->hidden_warn++;
+	}
+}
+
+static void tally_end(struct reporter *rp, const struct tally *t, const char *ok_what)
+{
+	struct doctor_result r;
+
+	if (t->hidden_fail || t->hidden_warn) {
+		set(&r, t->hidden_fail ? DOCTOR_FAIL : DOCTOR_WARN, "and %zu more like these "
+		    "(%zu failed, %zu warnings)", t->hidden_fail + t->hidden_warn, t->hidden_fail,
+		    t->hidden_warn);
+		rp->failures -= r.level == DOCTOR_FAIL;    /* counted one by one already */
+		emit(rp, &r);
+	}
+	if (t->ok) {
+		set(&r, DOCTOR_OK, "%s: %zu", ok_what, t->ok);
+		emit(rp, &r);
+	}
+}
+
+static void check_self(struct reporter *rp, struct doctor_status *self)
+{
+	struct doctor_result r;
+	struct rlimit rl = { 0, 0 };
+	char buf[4096];
+	int scope = read_ptrace_scope();
+
+	if (read_text("/proc/self/status", buf, sizeof buf) < 0 ||
+	    doctor_parse_status(buf, self) < 0) {
+		set(&r, DOCTOR_FAIL, "cannot read /proc/self/status");
+		set_fix(&r, "mount /proc");
+		emit(rp, &r);
+		return;
+	}
+	doctor_check_ptrace_scope(scope, self->cap_eff, &r);
+	emit(rp, &r);
+	doctor_check_capability(self->cap_eff, self->euid, self->no_new_privs, &r);
+	emit(rp, &r);
+	doctor_check_seccomp(self->seccomp, self->seccomp == 2 ? probe_ptrace() : 0, &r);
+	emit(rp, &r);
+	getrlimit(RLIMIT_RTPRIO, &rl);
+	doctor_check_realtime(self->cap_eff, (unsigned long long)rl.rlim_cur, &r);
+	emit(rp, &r);
+}
+
+/* Access and tracers of one watched process. */
+static void check_process(struct reporter *rp, const struct watch_proc *p, uint64_t cap_eff,
+                          struct tally *access, struct tally *traced)
+{
+	struct doctor_result r;
+	char path[64], buf[2048], comm[32];
+	struct doctor_status st;
+	struct dirent *de;
+	int proc_err = 0, mem_err;
+	bool first = true;
+	DIR *dir;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)p->pid);
+	dir = opendir(path);
+	if (!dir)
+		proc_err = errno;
+	while (dir && (de = readdir(dir))) {
+		long tid;
+
+		if (parse_long(de->d_name, &tid) < 0)
+			continue;
+		if (first) {
+			snprintf(path, sizeof path, "/proc/%d/task/%ld/schedstat", (int)p->pid, tid);
+			proc_err = -read_text(path, buf, sizeof buf);
+			first = false;
+		}
+		snprintf(path, sizeof path, "/proc/%d/task/%ld/status", (int)p->pid, tid);
+		if (read_text(path, buf, sizeof buf) < 0 || doctor_parse_status(buf, &st) < 0)
+			continue;
+		comm[0] = '\0';
+		if (st.tracer_pid > 0) {
+			snprintf(path, sizeof path, "/proc/%ld/comm", st.tracer_pid);
+			read_text(path, comm, sizeof comm);
+			comm[strcspn(comm, "\n")] = '\0';
+		}
+		doctor_check_tracer(p->pid, (pid_t)tid, st.tracer_pid, comm, getpid(), &r);
+		tally_emit(rp, traced, &r);
+	}
+	if (dir)
+		closedir(dir);
+	mem_err = probe_attach(p->pid);
+	doctor_check_access(p->pid, p->comm, proc_err, mem_err, cap_eff, &r);
+	tally_emit(rp, access, &r);
+}
+
+/* The executable of P, once per path. */
+static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***seen,
+                      size_t *nseen, struct tally *exes)
+{
+	struct doctor_result r;
+	struct elfinfo ei;
+	char path[64], exe[PATH_MAX], dbg[512];
+	const char *symsrc;
+	ssize_t n;
+	char **grown;
+	int fd, e;
+
+	snprintf(path, sizeof path, "/proc/%d/exe", (int)p->pid);
+	n = readlink(path, exe, sizeof exe - 1);
+	if (n < 0) {
+		if (!gone(errno)) {
+			snprintf(exe, sizeof exe, "of %s[%d]", p->comm, (int)p->pid);
+			doctor_check_exe(exe, errno, "", "", &r);
+			tally_emit(rp, exes, &r);
+		}
+		return;
+	}
+	exe[n] = '\0';
+	for (size_t i = 0; i < *nseen; i++)
+		if (strcmp((*seen)[i], exe) == 0)
+			return;
+	grown = reallocarray(*seen, *nseen + 1, sizeof **seen);
+	if (!grown || !(grown[*nseen] = strdup(exe))) {
+		*seen = grown ? grown : *seen;
+		return;
+	}
+	*seen = grown;
+	++*nseen;
+	/* Through /proc/PID/exe: the very file that runs, even when the path
+	 * now names another or lies in another mount namespace. */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		doctor_check_exe(exe, errno, "", "", &r);
+		tally_emit(rp, exes, &r);
+		return;
+	}
+	e = elfinfo_read_fd(fd, &ei);
+	close(fd);
+	if (e < 0) {
+		doctor_check_exe(exe, -e, "", "", &r);
+		tally_emit(rp, exes, &r);
+		return;
+	}
+	symsrc = ei.symsrc ? ei.symsrc : "";
+	if (strcmp(symsrc, ".symtab") != 0 && strlen(ei.build_id) >= 4) {
+		snprintf(dbg, sizeof dbg, DEBUG_DIR "/%.2s/%s.debug", ei.build_id, ei.build_id + 2);
+		if (access(dbg, R_OK) == 0)
+			symsrc = "debug file";
+	}
+	doctor_check_exe(exe, 0, ei.build_id, symsrc, &r);
+	tally_emit(rp, exes, &r);
+	elfinfo_free(&ei);
+}
+
+/* The database, its -wal and -shm (kept by the daemon: readers cannot
+ * create them) and its directory must be readable by group cpumond. */
+static void check_database(struct reporter *rp, const char *db)
+{
+	static const char *const suffix[] = { "", "-wal", "-shm" };
+	struct doctor_result r;
+	char path[PATH_MAX + 8], *copy = strdup(db), *slash;
+
+	if (copy && (slash = strrchr(copy, '/')) && slash != copy) {
+		struct stat st = { 0 };
+		int err;
+
+		*slash = '\0';
+		err = stat(copy, &st) < 0 ? errno : 0;
+		doctor_check_db_file(copy, err, st.st_mode, &r);
+		emit(rp, &r);
+	}
+	free(copy);
+	for (size_t i = 0; i < 3; i++) {
+		struct stat st = { 0 };
+		int err;
+
+		snprintf(path, sizeof path, "%s%s", db, suffix[i]);
+		err = stat(path, &st) < 0 ? errno : 0;
+		if (i > 0 && err == ENOENT)
+			continue;
+		doctor_check_db_file(path, err, st.st_mode, &r);
+		emit(rp, &r);
+	}
+}
+
+static int run_checks(const struct config *cfg, struct reporter *rp, bool full)
+{
+	struct tally access = { 0 }, traced = { 0 }, exes = { 0 };
+	const struct watch_proc *procs;
+	struct doctor_status self = { 0 };
+	struct doctor_result r;
+	struct watch *w;
+	char **seen = NULL;
+	size_t n = 0, nseen = 0;
+	int e;
+
+	check_self(rp, &self);
+	e = watch_new(cfg, &w);
+	if (e < 0)
+		return e;
+	e = watch_resolve(w, &procs, &n);
+	if (e < 0) {
+		watch_free(w);
+		return e;
+	}
+	if (n == 0) {
+		set(&r, DOCTOR_WARN, "no process matches the %zu watches of %s now", cfg->nwatches,
+		    cfg->path ? cfg->path : "the configuration");
+		set_fix(&r, "start them, or check the selectors (cpumond check-config)");
+		emit(rp, &r);
+	}
+	for (size_t i = 0; i < n; i++) {
+		check_process(rp, &procs[i], self.cap_eff, &access, &traced);
+		if (full)
+			check_exe(rp, &procs[i], &seen, &nseen, &exes);
+	}
+	tally_end(rp, &access, "watched processes whose threads cpumond can read and ptrace");
+	tally_end(rp, &traced, "watched threads traced by no other program");
+	if (full) {
+		tally_end(rp, &exes, "watched executables with a build-id and function names");
+		check_database(rp, cfg->database);
+	}
+	for (size_t i = 0; i < nseen; i++)
+		free(seen[i]);
+	free(seen);
+	watch_free(w);
+	return rp->failures;
+}
+
+int doctor_run(const struct config *cfg, FILE *out)
+{
+	struct reporter rp = { .out = out };
+
+	return run_checks(cfg, &rp, true);
+}
+
+int doctor_preflight(const struct config *cfg)
+{
+	struct reporter rp = { .out = NULL };
+	int e = run_checks(cfg, &rp, false);
+
+	if (e < 0) {
+		log_errno(LOG_WARNING, -e, "cannot check access to the watched processes");
+		return 1;
+	}
+	if (e > 0)
+		log_msg(LOG_WARNING, "%d check%s failed: events may come without stacks "
+		        "(cpumond doctor explains)", e, e == 1 ? "" : "s");
+	return e;
+}

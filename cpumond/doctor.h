@@ -1,0 +1,101 @@
+/* doctor: can this cpumond read and stop the threads it watches, and if not,
+ * what exactly is missing.
+ *
+ * The checks are pure functions over plain facts (a ptrace_scope value, a
+ * CapEff mask, a TracerPid, an errno) that fill one doctor_result each; the
+ * readers that gather those facts from /proc are thin.  `cpumond doctor`
+ * prints every check (doctor_run); the daemon runs the access checks before
+ * it reports READY and logs what fails (doctor_preflight): it keeps running
+ * either way, since sampling usage needs no privilege.
+ */
+#ifndef CPUMOND_DOCTOR_H
+#define CPUMOND_DOCTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "config/config.h"
+
+enum doctor_level { DOCTOR_OK, DOCTOR_WARN, DOCTOR_FAIL };
+
+struct doctor_result {
+	enum doctor_level level;
+	char message[320];      /* what was found, lowercase, no final period */
+	char fix[320];          /* what to change; "" when nothing */
+};
+
+/* The fields of a /proc/PID/status (or /proc/PID/task/TID/status) file that
+ * the checks use.  Unread fields keep the values doctor_parse_status sets:
+ * -1 for numbers, 0 for the mask. */
+struct doctor_status {
+	long euid;              /* "Uid:" second field */
+	uint64_t cap_eff;       /* "CapEff:" hex mask */
+	int no_new_privs;       /* "NoNewPrivs:" 0 or 1 */
+	int seccomp;            /* "Seccomp:" 0 none, 1 strict, 2 filter */
+	long tracer_pid;        /* "TracerPid:" 0 when not traced */
+};
+
+/* Parses TEXT, the contents of a status file.  Returns 0, or -EINVAL when a
+ * field it found is malformed. */
+int doctor_parse_status(const char *text, struct doctor_status *st);
+
+/* Parses a capability mask as /proc prints it ("000001ffffffffff").
+ * Returns 0 or -EINVAL. */
+int doctor_parse_capmask(const char *hex, uint64_t *mask);
+
+/* kernel.yama.ptrace_scope SCOPE (0..3, -1 when Yama is absent or the file
+ * unreadable) for a process with effective capabilities CAP_EFF. */
+void doctor_check_ptrace_scope(int scope, uint64_t cap_eff, struct doctor_result *r);
+
+/* CAP_SYS_PTRACE in CAP_EFF, for a process running as EUID with
+ * NoNewPrivs NNP (file capabilities do not apply under it). */
+void doctor_check_capability(uint64_t cap_eff, long euid, int nnp, struct doctor_result *r);
+
+/* Seccomp mode SECCOMP (0..2) and how a trial ptrace(2) call in a child
+ * fared: PROBE 0 allowed, > 0 the errno the filter returned, < 0 minus the
+ * signal that killed the child (SIGSYS). */
+void doctor_check_seccomp(int seccomp, int probe, struct doctor_result *r);
+
+/* Whether the stop window can run at SCHED_FIFO (CAP_SYS_NICE, or an
+ * RLIMIT_RTPRIO soft limit RTPRIO of 1 or more); a warning otherwise. */
+void doctor_check_realtime(uint64_t cap_eff, unsigned long long rtprio, struct doctor_result *r);
+
+/* Access to watched process PID (COMM): PROC_ERR is the errno of reading its
+ * threads' schedstat (0: readable), MEM_ERR that of a trial read of its
+ * memory, which the kernel allows exactly when it would allow
+ * PTRACE_ATTACH (Yama included), without stopping anything.  CAP_EFF is cpumond's: the fix
+ * differs when it already has CAP_SYS_PTRACE. */
+void doctor_check_access(pid_t pid, const char *comm, int proc_err, int mem_err,
+                         uint64_t cap_eff, struct doctor_result *r);
+
+/* Thread TID of PID is traced by TRACER (0: not traced), whose comm is
+ * TRACER_COMM ("" when unknown).  SELF is cpumond's own pid. */
+void doctor_check_tracer(pid_t pid, pid_t tid, long tracer, const char *tracer_comm,
+                         pid_t self, struct doctor_result *r);
+
+/* The executable EXE of a watched process: ERR the errno of reading it
+ * (0: read), BUILD_ID its GNU build-id in hex ("" when none), SYMSRC where
+ * its function names come from, as elfinfo says (".symtab", ".dynsym", ...,
+ * "" when nowhere). */
+void doctor_check_exe(const char *exe, int err, const char *build_id, const char *symsrc,
+                      struct doctor_result *r);
+
+/* A file of the log database, PATH with MODE: readers in group cpumond
+ * need it group-readable.  ERR is the errno of stat (ENOENT: not created
+ * yet, which is fine). */
+void doctor_check_db_file(const char *path, int err, unsigned mode, struct doctor_result *r);
+
+/* Runs every check for CFG and prints one line per check to OUT:
+ * "ok   MESSAGE", "warn MESSAGE  fix: FIX" or "FAIL MESSAGE  fix: FIX".
+ * Returns the number of failed checks (warnings do not count), or -errno
+ * when the processes cannot be listed. */
+int doctor_run(const struct config *cfg, FILE *out);
+
+/* The checks the daemon runs before READY (not the executables' ELF):
+ * logs one warning per failed check through log_msg and returns how many
+ * failed.  Never fatal. */
+int doctor_preflight(const struct config *cfg);
+
+#endif

@@ -1,0 +1,280 @@
+/* doctor: the pure checks, fed with canned /proc text and plain values. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "cpumond/doctor.h"
+
+#define CAP_ALL     0x000001ffffffffffull   /* root on a 6.x kernel */
+#define CAP_PTRACE  (1ull << 19)
+#define CAP_NICE    (1ull << 23)
+
+/* Trimmed from a real /proc/self/status of a unit with
+ * AmbientCapabilities=CAP_SYS_PTRACE and a system call filter. */
+static const char status_service[] =
+	"Name:\tcpumond\n"
+	"Umask:\t0027\n"
+	"State:\tS (sleeping)\n"
+	"Tgid:\t311\n"
+	"Pid:\t311\n"
+	"PPid:\t1\n"
+	"TracerPid:\t0\n"
+	"Uid:\t998\t998\t998\t998\n"
+	"Gid:\t998\t998\t998\t998\n"
+	"CapInh:\t0000000000080000\n"
+	"CapPrm:\t0000000000080000\n"
+	"CapEff:\t0000000000080000\n"
+	"CapBnd:\t0000000000080000\n"
+	"CapAmb:\t0000000000080000\n"
+	"NoNewPrivs:\t1\n"
+	"Seccomp:\t2\n"
+	"Seccomp_filters:\t1\n"
+	"Speculation_Store_Bypass:\tthread vulnerable\n";
+
+static void test_parse_status_service(void **state)
+{
+	struct doctor_status st;
+	(void)state;
+	assert_int_equal(doctor_parse_status(status_service, &st), 0);
+	assert_int_equal(st.euid, 998);
+	assert_true(st.cap_eff == CAP_PTRACE);
+	assert_int_equal(st.no_new_privs, 1);
+	assert_int_equal(st.seccomp, 2);
+	assert_int_equal(st.tracer_pid, 0);
+}
+
+static void test_parse_status_traced_thread(void **state)
+{
+	struct doctor_status st;
+	(void)state;
+	assert_int_equal(doctor_parse_status("Name:\tworker\nTracerPid:\t311\n"
+	                                     "Uid:\t1000\t0\t0\t0\n", &st), 0);
+	assert_int_equal(st.tracer_pid, 311);
+	assert_int_equal(st.euid, 0);             /* the second field: effective */
+	assert_int_equal(st.seccomp, -1);         /* absent: unknown */
+	assert_int_equal(st.no_new_privs, -1);
+}
+
+static void test_parse_status_rejects_junk(void **state)
+{
+	struct doctor_status st;
+	(void)state;
+	assert_int_equal(doctor_parse_status("TracerPid:\tx\n", &st), -EINVAL);
+	assert_int_equal(doctor_parse_status("CapEff:\tzz\n", &st), -EINVAL);
+	assert_int_equal(doctor_parse_status("Uid:\t0\n", &st), -EINVAL);
+	assert_int_equal(doctor_parse_status("", &st), 0);
+	assert_int_equal(doctor_parse_status("no colon here\n", &st), 0);
+}
+
+static void test_parse_capmask(void **state)
+{
+	uint64_t m;
+	(void)state;
+	assert_int_equal(doctor_parse_capmask("000001ffffffffff", &m), 0);
+	assert_true(m == CAP_ALL);
+	assert_int_equal(doctor_parse_capmask("0000000000080000\n", &m), 0);
+	assert_true(m == CAP_PTRACE);
+	assert_int_equal(doctor_parse_capmask("0000000000000000", &m), 0);
+	assert_true(m == 0);
+	assert_int_equal(doctor_parse_capmask("00000000000800000", &m), -EINVAL);  /* 17 digits */
+	assert_int_equal(doctor_parse_capmask("", &m), -EINVAL);
+	assert_int_equal(doctor_parse_capmask("80000g", &m), -EINVAL);
+}
+
+static void test_ptrace_scope(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_ptrace_scope(-1, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_ptrace_scope(0, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+
+	doctor_check_ptrace_scope(1, CAP_PTRACE, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "ptrace_scope=1: ptrace of processes other than its own "
+	                    "children needs CAP_SYS_PTRACE, which cpumond has");
+	doctor_check_ptrace_scope(1, CAP_NICE, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.fix, "AmbientCapabilities=CAP_SYS_PTRACE"));
+
+	doctor_check_ptrace_scope(2, CAP_ALL, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_ptrace_scope(2, 0, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+
+	/* 3 beats every capability. */
+	doctor_check_ptrace_scope(3, CAP_ALL, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.message, "ptrace_scope=3 forbids ptrace for everyone"));
+	assert_non_null(strstr(r.fix, "reboot"));
+
+	doctor_check_ptrace_scope(7, CAP_ALL, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+}
+
+static void test_capability(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_capability(CAP_PTRACE, 998, 1, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.fix, "");
+
+	doctor_check_capability(0, 998, 1, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.fix, "AmbientCapabilities=CAP_SYS_PTRACE"));
+	assert_non_null(strstr(r.fix, "setcap"));     /* no_new_privs: file caps are void */
+
+	doctor_check_capability(0, 998, 0, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_null(strstr(r.fix, "setcap"));
+
+	/* Root with a bounding set that dropped it. */
+	doctor_check_capability(CAP_ALL & ~CAP_PTRACE, 0, 0, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.fix, "CapabilityBoundingSet="));
+}
+
+static void test_seccomp(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_seccomp(0, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_seccomp(2, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_seccomp(2, EPERM, &r);                 /* SystemCallErrorNumber=EPERM */
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.fix, "@debug"));
+	doctor_check_seccomp(2, -SIGSYS, &r);               /* the default: kill */
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.message, "kills"));
+	doctor_check_seccomp(1, 0, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+}
+
+static void test_realtime(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_realtime(0, 1, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_realtime(CAP_NICE, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_realtime(CAP_PTRACE, 0, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_non_null(strstr(r.fix, "LimitRTPRIO=1"));
+}
+
+static void test_access(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_access(4242, "nginx", 0, 0, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_access(4242, "nginx", 0, EPERM, 0, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_string_equal(r.message, "cannot ptrace nginx[4242]: Operation not permitted");
+	assert_non_null(strstr(r.fix, "CAP_SYS_PTRACE"));
+	/* Refused although it has the capability: something else is in the way. */
+	doctor_check_access(4242, "nginx", 0, EPERM, CAP_PTRACE, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.fix, "LSM"));
+	doctor_check_access(4242, "nginx", EACCES, 0, 0, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.message, "/proc"));
+	/* Exited between the listing and the check: nothing wrong. */
+	doctor_check_access(4242, "nginx", ENOENT, 0, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_access(4242, "nginx", 0, ESRCH, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+}
+
+static void test_tracer(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_tracer(4200, 4242, 0, "", 100, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_tracer(4200, 4242, 311, "gdb", 100, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_string_equal(r.message, "tid 4242 of pid 4200 is traced by pid 311 (gdb): its "
+	                    "stacks cannot be taken while it is");
+	assert_string_equal(r.fix, "detach gdb (pid 311) from pid 4200");
+	/* The daemon itself, caught in the middle of a dump. */
+	doctor_check_tracer(4200, 4242, 312, "cpumond", 100, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	doctor_check_tracer(4200, 4242, 100, "", 100, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	doctor_check_tracer(4200, 4242, 311, "", 100, &r);
+	assert_non_null(strstr(r.message, "(?)"));
+}
+
+static void test_exe(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".symtab", &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", "debug file", &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".dynsym+.gnu_debugdata", &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".dynsym", &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_non_null(strstr(r.message, "stripped"));
+	assert_non_null(strstr(r.fix, "/usr/lib/debug/.build-id/4f/1e2a9b0c7d.debug"));
+	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", "", &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	doctor_check_exe("/opt/x", 0, "", ".symtab", &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_non_null(strstr(r.message, "no build-id"));
+	assert_non_null(strstr(r.fix, "--build-id"));
+	doctor_check_exe("/opt/x", EACCES, "", "", &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+}
+
+static void test_db_file(void **state)
+{
+	struct doctor_result r;
+	(void)state;
+	doctor_check_db_file("/var/lib/cpumond/cpumond.db", 0, S_IFREG | 0640, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_db_file("/var/lib/cpumond/cpumond.db-wal", 0, S_IFREG | 0600, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_string_equal(r.fix, "chmod g+r /var/lib/cpumond/cpumond.db-wal");
+	doctor_check_db_file("/var/lib/cpumond", 0, S_IFDIR | 0750, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_db_file("/var/lib/cpumond", 0, S_IFDIR | 0740, &r);   /* no x: no entry */
+	assert_int_equal(r.level, DOCTOR_WARN);
+	doctor_check_db_file("/var/lib/cpumond/cpumond.db", ENOENT, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_db_file("/var/lib/cpumond/cpumond.db", EACCES, 0, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_status_service),
+		cmocka_unit_test(test_parse_status_traced_thread),
+		cmocka_unit_test(test_parse_status_rejects_junk),
+		cmocka_unit_test(test_parse_capmask),
+		cmocka_unit_test(test_ptrace_scope),
+		cmocka_unit_test(test_capability),
+		cmocka_unit_test(test_seccomp),
+		cmocka_unit_test(test_realtime),
+		cmocka_unit_test(test_access),
+		cmocka_unit_test(test_tracer),
+		cmocka_unit_test(test_exe),
+		cmocka_unit_test(test_db_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
