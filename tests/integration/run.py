@@ -20,44 +20,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from testlib import (check, skip, poll, ptrace_allowed, thread_status, query,  # noqa: E402
+                     is_subsequence, summary)
+
 HOT_CHAIN = ["hot_leaf", "hot_mid", "hot_root", "hot_thread_main"]
-results = {"passed": 0, "failed": 0, "skipped": 0}
-
-
-def check(name, cond, why=""):
-    if cond:
-        results["passed"] += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        results["failed"] += 1
-        print(f"not ok - {name}: {why}", flush=True)
-    return cond
-
-
-def skip(name, why):
-    results["skipped"] += 1
-    print(f"skip - {name}: {why}", flush=True)
-
-
-def poll(fn, timeout, step=0.1):
-    """Calls fn until it returns something true or timeout seconds pass."""
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
-
-
-def ptrace_allowed():
-    if os.geteuid() == 0:
-        return True, ""
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            scope = int(f.read())
-    except OSError:
-        return True, ""
-    return scope == 0, f"not root and kernel.yama.ptrace_scope={scope}"
 
 
 class Target:
@@ -106,35 +73,10 @@ def read_lines(pipe, n, timeout):
     return buf.decode("utf-8", "replace").splitlines()[:n]
 
 
-def thread_status(pid, tid):
-    fields = {}
-    with open(f"/proc/{pid}/task/{tid}/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            fields[k] = v.strip()
-    return fields
-
-
-def query(db, sql, args=()):
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        try:
-            return con.execute(sql, args).fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return []
-
-
 def event_stack(db, event_id):
     return [r[0] for r in query(db, """
         SELECT f.symbol FROM events e JOIN stack_frames f ON f.hash = e.stack_hash
         WHERE e.id = ? ORDER BY f.depth""", (event_id,))]
-
-
-def is_subsequence(needle, hay):
-    it = iter(hay)
-    return all(any(x == y for y in it) for x in needle)
 
 
 def write_config(path, db, pid, pid2, interval="300ms"):
@@ -522,8 +464,7 @@ def main():
         test_traced_thread(args.build, tmp)
         test_episodes(args.build, tmp)
         test_episode_ends_when_idle(args.build, tmp)
-    print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
-    return 1 if results["failed"] else 0
+    return summary()
 
 
 if __name__ == "__main__":

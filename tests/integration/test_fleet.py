@@ -39,7 +39,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run as it  # noqa: E402  (check, skip, poll, Target, query, results)
+import run as it  # noqa: E402  (check, skip, poll, Target, query, summary)
 
 check, skip, poll, query = it.check, it.skip, it.poll, it.query
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -444,9 +444,7 @@ def main():
                     skip("hosts: report across two databases", "a daemon run failed")
         finally:
             stop_all()
-    r = it.results
-    print(f"{r['passed']} passed, {r['failed']} failed, {r['skipped']} skipped")
-    return 1 if r["failed"] else 0
+    return it.summary()
 
 
 if __name__ == "__main__":

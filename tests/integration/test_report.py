@@ -28,27 +28,14 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-results = {"passed": 0, "failed": 0, "skipped": 0}
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from testlib import check, skip, summary  # noqa: E402
+
 SVG = "{http://www.w3.org/2000/svg}"
 JSON_KEYS = {"rank", "by", "group", "events", "key_events", "samples", "share", "first_seen",
              "last_seen", "stacks", "stack", "signature", "process_count", "processes",
              "threads", "thread_names", "entry", "truncated", "frames"}
 IGNORE = r"^(start_thread|__clone3?|clone3?|__libc_start_call_main|__libc_start_main.*|_start)$"
-
-
-def check(name, cond, why=""):
-    if cond:
-        results["passed"] += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        results["failed"] += 1
-        print(f"not ok - {name}: {why}", flush=True)
-    return cond
-
-
-def skip(name, why):
-    results["skipped"] += 1
-    print(f"skip - {name}: {why}", flush=True)
 
 
 def report(cpumond, *args):
@@ -297,8 +284,7 @@ def main():
             test_fixture(args.build, cpumond, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
-    return 1 if results["failed"] else 0
+    return summary()
 
 
 if __name__ == "__main__":

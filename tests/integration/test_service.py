@@ -31,33 +31,10 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from testlib import check, skip, poll, summary  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-results = {"passed": 0, "failed": 0, "skipped": 0}
-
-
-def check(name, cond, why=""):
-    if cond:
-        results["passed"] += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        results["failed"] += 1
-        print(f"not ok - {name}: {why}", flush=True)
-    return cond
-
-
-def skip(name, why):
-    results["skipped"] += 1
-    print(f"skip - {name}: {why}", flush=True)
-
-
-def poll(fn, timeout, step=0.02):
-    """Calls fn until it returns something true or timeout seconds pass."""
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
 
 
 def write_config(path, db, pid, interval="200ms"):
@@ -534,8 +511,7 @@ def main():
                 check(f"{test.__name__} ran", False, f"{type(e).__name__}: {e}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
-    return 1 if results["failed"] else 0
+    return summary()
 
 
 if __name__ == "__main__":

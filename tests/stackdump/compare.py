@@ -30,9 +30,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from testlib import check, skip, summary  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-results = {"passed": 0, "failed": 0, "skipped": 0}
 verbose = False
 
 # gdb: the pc and name of every physical frame.  Inlined frames share their
@@ -47,17 +49,6 @@ while f is not None:
         print("GDBFRAME 0x%x %s" % (f.pc(), f.name() or "??"))
     f = f.older()
 """
-
-
-def check(name, cond, why=""):
-    results["passed" if cond else "failed"] += 1
-    print(f"ok - {name}" if cond else f"not ok - {name}: {why}", flush=True)
-    return cond
-
-
-def skip(name, why):
-    results["skipped"] += 1
-    print(f"skip - {name}: {why}", flush=True)
 
 
 def run(cmd, timeout=60, **kw):
@@ -392,8 +383,7 @@ def main():
                             mutate=upgrade)
                 finally:
                     shutil.rmtree(tmpdir, ignore_errors=True)
-    print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
-    return 1 if results["failed"] else 0
+    return summary()
 
 
 if __name__ == "__main__":
