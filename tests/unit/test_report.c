@@ -6,7 +6,6 @@
  * `test_report --write-fixture PATH` writes the fixture database and exits:
  * tests/integration/test_report.py runs the command line against it. */
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <regex.h>
 #include <setjmp.h>
@@ -21,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+
+#include "tests/unit/tmpdir.h"
 
 #include "cpumond/flamegraph.h"
 #include "cpumond/report.h"
@@ -125,20 +126,11 @@ static int setup(void **state)
 	f->d = MAKE(chain_d);
 	if (regcomp(&f->ignore, IGNORE_RE, REG_EXTENDED | REG_NOSUB) != 0)
 		return -1;
-	snprintf(f->dir, sizeof f->dir, "/tmp/test_report.XXXXXX");
-	if (!mkdtemp(f->dir))
+	if (tmpdir_make(f->dir, sizeof f->dir, "test_report") < 0)
 		return -1;
 	snprintf(f->path, sizeof f->path, "%s/log.db", f->dir);
 	*state = f;
 	return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	return remove(path);
 }
 
 static int teardown(void **state)
@@ -151,7 +143,7 @@ static int teardown(void **state)
 	stackdump_stack_free(&f->b2);
 	stackdump_stack_free(&f->d);
 	regfree(&f->ignore);
-	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(f->dir);
 	free(f);
 	return 0;
 }

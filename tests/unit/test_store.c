@@ -2,7 +2,6 @@
  * refusal of foreign files, transactions that fail. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -17,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+
+#include "tests/unit/tmpdir.h"
 
 #include "cpumond/store.h"
 
@@ -34,8 +35,7 @@ static int setup(void **state)
 
 	if (!fx)
 		return -1;
-	snprintf(fx->dir, sizeof fx->dir, "/tmp/test_store.XXXXXX");
-	if (!mkdtemp(fx->dir)) {
+	if (tmpdir_make(fx->dir, sizeof fx->dir, "test_store") < 0) {
 		free(fx);
 		return -1;
 	}
@@ -45,19 +45,11 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown(void **state)
 {
 	struct fixture *fx = *state;
 
-	nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }

@@ -1,7 +1,6 @@
 /* tail: the human and JSON forms of an event (fixed events, TZ fixed), their
  * escaping of hostile names, and tail_run against a real database. */
 #include <errno.h>
-#include <ftw.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+
+#include "tests/unit/tmpdir.h"
 
 #include "cpumond/store.h"
 #include "cpumond/tail.h"
@@ -337,8 +338,7 @@ static int setup_db(void **state)
 	if (!fx)
 		return -1;
 	setup_utc(NULL);
-	snprintf(fx->dir, sizeof fx->dir, "/tmp/test_tail.XXXXXX");
-	if (!mkdtemp(fx->dir)) {
+	if (tmpdir_make(fx->dir, sizeof fx->dir, "test_tail") < 0) {
 		free(fx);
 		return -1;
 	}
@@ -348,19 +348,11 @@ static int setup_db(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	return remove(path);
-}
-
 static int teardown_db(void **state)
 {
 	struct fixture *fx = *state;
 
-	nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }
