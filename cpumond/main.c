@@ -1,10 +1,8 @@
-/* cpumond: per-thread CPU usage monitor.  Wires the modules together:
- * config -> watch -> sampler -> trigger -> stackdump -> store, and runs the
- * reader commands (tail, report, check-config). */
+/* cpumond: per-thread CPU usage monitor.  The command line: the daemon
+ * (cpumond/daemon.c) and the commands that read the log or check the set-up
+ * (tail, report, check-config, doctor). */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -12,778 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "config/config.h"
+#include "cpumond/daemon.h"
 #include "cpumond/doctor.h"
-#include "cpumond/episode.h"
+#include "cpumond/exit_status.h"
 #include "cpumond/log.h"
-#include "cpumond/metrics.h"
 #include "cpumond/report.h"
-#include "cpumond/sampler.h"
-#include "cpumond/service.h"
-#include "cpumond/store.h"
 #include "cpumond/tail.h"
-#include "cpumond/trigger.h"
-#include "cpumond/watch.h"
-#include "stackdump/stackdump.h"
-
-/* Exit statuses, documented in cpumond(8). */
-enum {
-	EXIT_OK = 0,
-	EXIT_RUNTIME = 1,        /* failed while running (tail: database unreadable) */
-	EXIT_USAGE = 2,          /* bad command line */
-	EXIT_CONFIG = 3,         /* configuration file missing or invalid */
-	EXIT_DATABASE = 4,       /* log database cannot be opened or created */
-	EXIT_PROC = 5,           /* /proc cannot be read, or out of memory at start */
-};
-
-/* Retention runs hourly, in batches of events small enough (a few ms) not
- * to delay a cycle, one batch per cycle until done. */
-#define PRUNE_PERIOD_MS 3600000
-#define PRUNE_BATCH 1000
-
-/* Events kept in memory while the database cannot be written (a full
- * disk): about 1 KiB each with their stacks. */
-#define UNSAVED_MAX 1000
-
-struct pending_event;
-
-struct daemon {
-	struct config *cfg;      /* heap: the watch resolver points into it */
-	const char *db_override; /* -d */
-	long max_cycles;         /* --cycles; 0: run until stopped */
-	struct watch *watch;
-	struct sampler *sampler;
-	struct trigger *trigger;
-	struct stackdump *dumper;
-	struct store *store;
-	struct metrics *metrics;
-	bool metrics_failing;            /* the metrics file could not be written */
-	FILE *event_log;                 /* JSON lines, or NULL */
-	struct pending_event *unsaved[UNSAVED_MAX];   /* events not yet in the database */
-	size_t nunsaved;
-	uint64_t unsaved_dropped;        /* dropped while the database could not be written */
-	struct pending_event **active;   /* episodes being sampled */
-	size_t nactive, active_cap;      /* nactive <= max_dumps_per_second */
-	double tokens;                   /* dump budget, see take_dump_token */
-	uint64_t tokens_ms;
-	char host[256];
-	uint64_t events, cycles;
-	size_t nprocs, nthreads;         /* watched in the last cycle */
-	uint64_t next_prune_ms;          /* when retention runs next */
-	bool pruning;                    /* a retention run is under way */
-	int pruned;                      /* events it deleted so far */
-	uint64_t store_error_ms; /* last time a store failure was logged */
-};
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static int64_t realtime_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Reads a short /proc text file into BUF without its trailing newline;
- * BUF is "" when it cannot be read (the thread is gone). */
-static void read_proc_line(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, len - 1);
-
-	if (fd >= 0)
-		close(fd);
-	if (n < 0)
-		n = 0;
-	buf[n] = '\0';
-	if (n > 0 && buf[n - 1] == '\n')
-		buf[n - 1] = '\0';
-}
-
-static void read_exe(pid_t pid, char *buf, size_t len)
-{
-	char path[32];
-	ssize_t n;
-
-	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-	n = readlink(path, buf, len - 1);
-	buf[n < 0 ? 0 : n] = '\0';
-}
-
-/* Logs a failing store at most once a minute: a full disk must not flood
- * the journal while sampling goes on. */
-static void store_failed(struct daemon *d, const char *what)
-{
-	uint64_t now = mono_ms();
-
-	if (d->store_error_ms && now - d->store_error_ms < 60000)
-		return;
-	d->store_error_ms = now;
-	log_msg(LOG_ERR, "cannot %s: %s", what, store_error(d->store));
-}
-
-/* An event whose episode is still being sampled; stored when it ends.  Its
- * strings are copies: a reload may free the configuration meanwhile. */
-struct pending_event {
-	struct episode ep;
-	int64_t time_us;
-	char *watch, *exe;
-	char comm[16], thread[64];
-	int usage, threshold, consecutive, run_delay;
-	char error[256];         /* why the first sample has no stack */
-};
-
-static void pending_free(struct pending_event *pe)
-{
-	episode_free(&pe->ep);
-	free(pe->watch);
-	free(pe->exe);
-	free(pe);
-}
-
-static int cmp_count_desc(const void *a, const void *b)
-{
-	const struct store_stack_count *x = a, *y = b;
-
-	return (x->count < y->count) - (x->count > y->count);
-}
-
-/* PE as the store sees it: EV borrows PE's strings and stacks, and COUNTS,
- * which has room for every distinct stack of the episode. */
-static void event_of(const struct daemon *d, const struct pending_event *pe,
-                     struct store_event *ev, struct store_stack_count *counts)
-{
-	const struct episode *ep = &pe->ep;
-	int key = episode_key(ep);
-
-	*ev = (struct store_event){
-		.time_us = pe->time_us, .host = d->host, .watch = pe->watch, .pid = ep->pid,
-		.comm = pe->comm, .exe = pe->exe, .tid = ep->tid, .thread = pe->thread,
-		.usage = pe->usage, .threshold = pe->threshold, .consecutive = pe->consecutive,
-		.run_delay = pe->run_delay, .error = pe->error, .samples = (unsigned)ep->taken,
-		.stop_max_ns = episode_stop_max(ep), .episode_end = ep->end,
-	};
-	if (key < 0)
-		return;
-	ev->stack = ep->stacks[key].stack;
-	ev->stack.stop_ns = episode_stop_median(ep);
-	for (size_t i = 0; i < ep->nstacks; i++)
-		counts[i] = (struct store_stack_count){ ep->stacks[i].stack.hash, ep->stacks[i].count,
-		                                        &ep->stacks[i].stack };
-	qsort(counts, ep->nstacks, sizeof *counts, cmp_count_desc);
-	ev->stacks = counts;
-	ev->nstacks = ep->nstacks;
-}
-
-/* Writes the events not yet in the database in one transaction.  When that
- * fails (a full disk) they stay in memory, the newest UNSAVED_MAX of them,
- * and the next call tries again: sampling never waits for the disk. */
-static void store_flush(struct daemon *d)
-{
-	size_t added = 0, kept = 0, loglen = 0;
-	char *logbuf = NULL;
-	FILE *lines = NULL;
-	bool failed = false;
-
-	if (d->nunsaved == 0)
-		return;
-	if (store_begin(d->store) < 0) {
-		store_failed(d, "begin a transaction");
-		return;
-	}
-	/* The event log gets the lines once they are committed, with their ids. */
-	if (d->event_log)
-		lines = open_memstream(&logbuf, &loglen);
-	for (size_t i = 0; i < d->nunsaved && !failed; i++) {
-		struct pending_event *pe = d->unsaved[i];
-		struct store_stack_count *counts = calloc(pe->ep.nstacks + 1, sizeof *counts);
-		struct store_event ev;
-		int rc = -ENOMEM;
-
-		if (counts) {
-			event_of(d, pe, &ev, counts);
-			rc = store_add_event(d->store, &ev);
-			if (rc == 0 && lines)
-				tail_format_json(&ev, lines);
-			free(counts);
-		}
-		if (rc == 0) {
-			added = i + 1;
-		} else if (rc == -EINVAL) {
-			log_msg(LOG_ERR, "dropping an event the database refuses: %s",
-			        store_error(d->store));
-			pending_free(pe);
-			d->unsaved[i] = NULL;
-			added = i + 1;
-		} else {
-			store_failed(d, "store an event");
-			failed = true;
-		}
-	}
-	if (store_commit(d->store) < 0) {
-		store_failed(d, "commit events");
-		added = 0;
-	} else if (d->store_error_ms) {
-		log_msg(LOG_NOTICE, "writing to the database again");
-		d->store_error_ms = 0;
-	}
-	if (lines && fclose(lines) == 0 && added && loglen &&
-	    (fwrite(logbuf, 1, loglen, d->event_log) != loglen || fflush(d->event_log) != 0))
-		log_errno(LOG_WARNING, errno, "cannot append to the event log %s", d->cfg->event_log);
-	free(logbuf);
-	for (size_t i = 0; i < d->nunsaved; i++) {
-		if (i < added) {
-			if (d->unsaved[i])
-				pending_free(d->unsaved[i]);
-		} else {
-			d->unsaved[kept++] = d->unsaved[i];
-		}
-	}
-	d->nunsaved = kept;
-}
-
-/* Logs PE's event, sends it to the journal, and queues it for the next
- * store_flush. */
-static void finish_event(struct daemon *d, struct pending_event *pe)
-{
-	struct episode *ep = &pe->ep;
-	int key = episode_key(ep);
-	struct store_stack_count *counts = calloc(ep->nstacks + 1, sizeof *counts);
-	struct store_event ev;
-
-	d->events++;
-	metrics_event(d->metrics, pe->watch);
-	if (counts) {
-		event_of(d, pe, &ev, counts);
-		if (key >= 0)
-			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: key stack %016"
-			        PRIx64 " in %u of %d samples (%zu distinct), stopped %" PRIu64
-			        " µs median, %" PRIu64 " µs max%s%s", pe->watch, pe->comm, (int)ep->pid,
-			        (int)ep->tid, pe->usage, pe->threshold, ev.stack.hash,
-			        ep->stacks[key].count, ep->taken, ep->nstacks, ev.stack.stop_ns / 1000,
-			        ev.stop_max_ns / 1000, ep->end[0] ? "; " : "", ep->end);
-		else
-			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: no stack: %s",
-			        pe->watch, pe->comm, (int)ep->pid, (int)ep->tid, pe->usage,
-			        pe->threshold, pe->error[0] ? pe->error : ep->end);
-		if (d->cfg->journal && log_to_journal())
-			service_journal_event(&ev);
-		free(counts);
-	}
-	if (d->nunsaved == UNSAVED_MAX) {
-		/* The disk has been full for a while: the oldest goes. */
-		pending_free(d->unsaved[0]);
-		memmove(d->unsaved, d->unsaved + 1, (UNSAVED_MAX - 1) * sizeof *d->unsaved);
-		d->nunsaved--;
-		d->unsaved_dropped++;
-	}
-	d->unsaved[d->nunsaved++] = pe;
-}
-
-/* Takes one stack sample of PE's thread.  Returns false when the episode
- * must end (its end says why). */
-static bool take_sample(struct daemon *d, struct pending_event *pe, uint64_t now_ms)
-{
-	struct episode *ep = &pe->ep;
-	struct stackdump_stack stack;
-	int rc = stackdump_thread(d->dumper, ep->pid, ep->tid, d->cfg->max_frames, &stack);
-	bool go_on = true, runnable;
-
-	if (rc == 0)
-		metrics_dump(d->metrics, pe->watch, stack.stop_ns);
-	else
-		metrics_dump_failed(d->metrics, pe->watch, rc == -ESRCH ? METRICS_EXITED :
-		                    rc == -EPERM ? METRICS_DENIED :
-		                    rc == -EAGAIN || rc == -ETIMEDOUT ? METRICS_BLOCKED : METRICS_OTHER);
-	switch (rc) {
-	case 0:
-		if (ep->taken == 0 && stack.error[0])
-			snprintf(pe->error, sizeof pe->error, "%s", stack.error);
-		episode_add(ep, &stack);
-		break;
-	case -EAGAIN:      /* in uninterruptible sleep: not burning CPU now */
-	case -ETIMEDOUT:   /* did not stop in time; stackdump_poll detaches it */
-		ep->skipped++;
-		break;
-	default:           /* exited, or ptrace refused (another tracer came) */
-		if (ep->taken == 0)
-			snprintf(pe->error, sizeof pe->error, "%s", stack.error);
-		else
-			snprintf(ep->end, sizeof ep->end, "stopped after %d samples: %.200s", ep->taken,
-			         stack.error);
-		log_msg(rc == -ESRCH ? LOG_DEBUG : LOG_WARNING, "%s[%d] thread %d: no stack: %s",
-		        pe->comm, (int)ep->pid, (int)ep->tid, stack.error);
-		go_on = false;
-	}
-	stackdump_stack_free(&stack);
-	ep->last_sample_ms = now_ms;
-	if (episode_thread_busy(ep->pid, ep->tid, &ep->last_busy_ns, &runnable) < 0)
-		ep->last_busy_ns = 0;
-	return go_on && episode_remaining(ep) > 0;
-}
-
-/* The dump budget over all episodes: a token bucket refilled at
- * max_dumps_per_second, holding at most one second's worth. */
-static bool take_dump_token(struct daemon *d, uint64_t now_ms)
-{
-	double rate = d->cfg->max_dumps_per_second;
-
-	d->tokens += (double)(now_ms - d->tokens_ms) * rate / 1000.0;
-	if (d->tokens > rate)
-		d->tokens = rate;
-	d->tokens_ms = now_ms;
-	if (d->tokens < 1.0)
-		return false;
-	d->tokens -= 1.0;
-	return true;
-}
-
-static bool episode_running(const struct daemon *d, pid_t tid)
-{
-	for (size_t i = 0; i < d->nactive; i++)
-		if (d->active[i]->ep.tid == tid)
-			return true;
-	return false;
-}
-
-/* A thread tripped the trigger: take its first sample now, then sample it
- * on the timer until the episode ends. */
-static void start_event(struct daemon *d, const struct watch_proc *proc,
-                        const struct sampler_thread *t, const struct watch_config *wc,
-                        uint64_t now_ms)
-{
-	struct pending_event *pe = calloc(1, sizeof *pe);
-	char exe[PATH_MAX], path[64];
-	int planned = d->cfg->episode_samples ? d->cfg->episode_samples : 1;
-
-	if (!pe || episode_init(&pe->ep, t->pid, t->tid, planned) < 0) {
-		free(pe);
-		log_msg(LOG_ERR, "out of memory: no event for thread %d", (int)t->tid);
-		return;
-	}
-	pe->watch = strdup(wc->name);
-	if (!pe->watch) {
-		pending_free(pe);
-		log_msg(LOG_ERR, "out of memory: no event for thread %d", (int)t->tid);
-		return;
-	}
-	pe->time_us = realtime_us();
-	pe->usage = t->usage;
-	pe->threshold = wc->threshold;
-	pe->consecutive = wc->consecutive;
-	pe->run_delay = t->run_delay;
-	snprintf(pe->comm, sizeof pe->comm, "%s", proc->comm);
-	/* Dump first: the sooner the thread is caught, the likelier it is still
-	 * in the code that made it hot. */
-	bool go_on = take_sample(d, pe, now_ms);
-	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)t->pid, (int)t->tid);
-	read_proc_line(path, pe->thread, sizeof pe->thread);
-	read_exe(t->pid, exe, sizeof exe);
-	pe->exe = strdup(exe);
-	/* More episodes than dumps per second could not get one sample each. */
-	if (go_on && d->nactive < (size_t)d->cfg->max_dumps_per_second) {
-		if (d->nactive == d->active_cap) {
-			size_t cap = d->active_cap ? 2 * d->active_cap : 8;
-			struct pending_event **a = reallocarray(d->active, cap, sizeof *a);
-
-			if (!a) {
-				snprintf(pe->ep.end, sizeof pe->ep.end, "out of memory: one sample");
-				finish_event(d, pe);
-				return;
-			}
-			d->active = a;
-			d->active_cap = cap;
-		}
-		pe->ep.next_ms = now_ms + d->cfg->sample_interval_ms;
-		d->active[d->nactive++] = pe;
-		return;
-	}
-	if (go_on)
-		snprintf(pe->ep.end, sizeof pe->ep.end, "too many episodes at once (%zu): one sample",
-		         d->nactive);
-	finish_event(d, pe);
-}
-
-/* Takes the samples that are due.  An episode ends when its samples are
- * taken, its thread exits or goes idle, or it cannot be stopped. */
-static void sample_episodes(struct daemon *d, uint64_t now_ms)
-{
-	for (size_t i = 0; i < d->nactive;) {
-		struct pending_event *pe = d->active[i];
-		struct episode *ep = &pe->ep;
-		uint64_t busy;
-		bool go_on = true, runnable;
-		int rc;
-
-		if (ep->next_ms > now_ms) {
-			i++;
-			continue;
-		}
-		rc = episode_thread_busy(ep->pid, ep->tid, &busy, &runnable);
-		if (rc < 0) {
-			snprintf(ep->end, sizeof ep->end, "thread exited after %d samples", ep->taken);
-			go_on = false;
-		} else if (ep->last_busy_ns &&
-		           episode_went_idle(busy - ep->last_busy_ns,
-		                             (now_ms - ep->last_sample_ms) * 1000000, runnable,
-		                             pe->threshold)) {
-			snprintf(ep->end, sizeof ep->end, "thread went idle after %d samples", ep->taken);
-			go_on = false;
-		} else if (!take_dump_token(d, now_ms)) {
-			ep->skipped++;
-			go_on = episode_remaining(ep) > 0;
-		} else {
-			go_on = take_sample(d, pe, now_ms);
-		}
-		if (go_on) {
-			ep->next_ms += d->cfg->sample_interval_ms;
-			if (ep->next_ms <= now_ms)
-				ep->next_ms = now_ms + d->cfg->sample_interval_ms;
-			i++;
-			continue;
-		}
-		if (!ep->end[0] && ep->skipped)
-			snprintf(ep->end, sizeof ep->end, "cut short: %d of %d samples skipped "
-			         "(max_dumps_per_second, or the thread did not stop)", ep->skipped,
-			         ep->planned);
-		if (ep->end[0])
-			log_msg(LOG_INFO, "episode of %s[%d] thread %d: %s", pe->comm, (int)ep->pid,
-			        (int)ep->tid, ep->end);
-		d->active[i] = d->active[--d->nactive];
-		finish_event(d, pe);
-	}
-	store_flush(d);
-}
-
-/* When the next episode sample is due, or UINT64_MAX. */
-static uint64_t next_sample_ms(const struct daemon *d)
-{
-	uint64_t next = UINT64_MAX;
-
-	for (size_t i = 0; i < d->nactive; i++)
-		if (d->active[i]->ep.next_ms < next)
-			next = d->active[i]->ep.next_ms;
-	return next;
-}
-
-/* At exit: every episode is stored with what it has. */
-static void finish_all_episodes(struct daemon *d)
-{
-	while (d->nactive) {
-		struct pending_event *pe = d->active[--d->nactive];
-
-		snprintf(pe->ep.end, sizeof pe->ep.end, "cpumond stopped after %d samples",
-		         pe->ep.taken);
-		finish_event(d, pe);
-	}
-	store_flush(d);
-}
-
-/* One batch of retention when it is due: events past `retention`, and the
- * oldest while the database is over max_database_size. */
-static void prune(struct daemon *d, uint64_t now_ms)
-{
-	int64_t before = d->cfg->retention_ms ? realtime_us() - (int64_t)d->cfg->retention_ms * 1000 : 0;
-	int deleted = 0;
-	bool more = false;
-
-	if (!d->pruning && now_ms < d->next_prune_ms)
-		return;
-	if (store_prune(d->store, before, d->cfg->max_database_size, PRUNE_BATCH, &deleted,
-	                &more) < 0) {
-		store_failed(d, "apply retention");
-		more = false;
-	}
-	d->pruned += deleted;
-	d->pruning = more;
-	if (more)
-		return;
-	if (d->pruned)
-		log_msg(LOG_INFO, "retention deleted %d events", d->pruned);
-	d->pruned = 0;
-	d->next_prune_ms = now_ms + PRUNE_PERIOD_MS;
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
-}
-
-/* Rewrites metrics_file, if set; says once when it cannot, and when it can
- * again. */
-static void write_metrics(struct daemon *d)
-{
-	int rc;
-
-	if (!d->cfg->metrics_file)
-		return;
-	rc = metrics_write(d->metrics, d->cfg->metrics_file);
-	if (rc < 0 && !d->metrics_failing)
-		log_errno(LOG_WARNING, -rc, "cannot write the metrics file %s", d->cfg->metrics_file);
-	else if (rc == 0 && d->metrics_failing)
-		log_msg(LOG_INFO, "writing the metrics file %s again", d->cfg->metrics_file);
-	d->metrics_failing = rc < 0;
-}
-
-static void run_cycle(struct daemon *d)
-{
-	const struct watch_proc *procs;
-	const struct sampler_thread *threads;
-	size_t nprocs, nthreads;
-	uint64_t now, cpu0 = thread_cpu_ns();
-	int rc;
-
-	rc = watch_resolve(d->watch, &procs, &nprocs);
-	if (rc < 0) {
-		log_errno(LOG_ERR, -rc, "cannot list processes");
-		return;
-	}
-	if (sampler_cycle(d->sampler, procs, nprocs, &threads, &nthreads) < 0)
-		log_msg(LOG_ERR, "out of memory while sampling; this cycle is incomplete");
-	now = mono_ms();
-	metrics_cycle_start(d->metrics);
-	for (size_t i = 0; i < nprocs; i++)
-		metrics_process(d->metrics, procs[i].watch);
-	for (size_t i = 0; i < nthreads; i++) {
-		const struct sampler_thread *t = &threads[i];
-		const struct watch_config *wc = &d->cfg->watches[procs[t->proc].watch];
-		struct trigger_rule rule = { wc->threshold, wc->consecutive, wc->cooldown_ms };
-
-		metrics_thread(d->metrics, procs[t->proc].watch, t->usage);
-		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now) &&
-		    !episode_running(d, t->tid))
-			start_event(d, &procs[t->proc], t, wc, now);
-	}
-	trigger_sweep(d->trigger);
-	stackdump_poll(d->dumper);   /* detach threads that stopped late */
-	store_flush(d);
-	prune(d, now);
-	d->cycles++;
-	d->nprocs = nprocs;
-	d->nthreads = nthreads;
-	metrics_cycle_cost(d->metrics, thread_cpu_ns() - cpu0);
-	write_metrics(d);
-}
-
-/* "watching 3 processes, 120 threads; 2 events" for STATUS=. */
-static const char *status_text(const struct daemon *d, char *buf, size_t len)
-{
-	snprintf(buf, len, "watching %zu processes, %zu threads; %" PRIu64 " events", d->nprocs,
-	         d->nthreads, d->events);
-	return buf;
-}
-
-static const char *database_path(const struct daemon *d)
-{
-	return d->db_override ? d->db_override : d->cfg->database;
-}
-
-static struct config *config_new(const char *path)
-{
-	struct config *cfg = calloc(1, sizeof *cfg);
-
-	if (cfg && config_load(path, cfg, stderr) < 0) {
-		free(cfg);
-		return NULL;
-	}
-	return cfg;
-}
-
-static void config_delete(struct config *cfg)
-{
-	if (cfg)
-		config_free(cfg);
-	free(cfg);
-}
-
-/* Opens event_log for appending (0640, like the database), closing the
- * previous one: SIGHUP after logrotate moved it starts a new file. */
-static void open_event_log(struct daemon *d)
-{
-	int fd;
-
-	if (d->event_log)
-		fclose(d->event_log);
-	d->event_log = NULL;
-	if (!d->cfg->event_log)
-		return;
-	fd = open(d->cfg->event_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	if (fd < 0 || !(d->event_log = fdopen(fd, "a"))) {
-		log_errno(LOG_WARNING, errno, "cannot open the event log %s", d->cfg->event_log);
-		if (fd >= 0)
-			close(fd);
-	}
-}
-
-static void reload(struct daemon *d)
-{
-	struct config *cfg;
-	struct watch *w;
-	int rc;
-
-	log_msg(LOG_INFO, "reloading %s", d->cfg->path);
-	cfg = config_new(d->cfg->path);
-	if (!cfg) {
-		log_msg(LOG_ERR, "%s has errors; keeping the running configuration", d->cfg->path);
-		return;
-	}
-	rc = watch_new(cfg, &w);
-	if (rc < 0) {
-		log_errno(LOG_ERR, -rc, "cannot use the new configuration; keeping the running one");
-		config_delete(cfg);
-		return;
-	}
-	if (!d->db_override && strcmp(cfg->database, d->cfg->database) != 0)
-		log_msg(LOG_WARNING, "database changed to %s: takes effect at the next start; "
-		        "still writing %s", cfg->database, d->cfg->database);
-	if (metrics_reconfigure(d->metrics, cfg) < 0) {
-		log_msg(LOG_ERR, "out of memory; keeping the running configuration");
-		watch_free(w);
-		config_delete(cfg);
-		return;
-	}
-	watch_free(d->watch);
-	d->watch = w;
-	config_delete(d->cfg);
-	d->cfg = cfg;
-	log_msg(LOG_INFO, "configuration reloaded: %zu watches", cfg->nwatches);
-}
-
-/* Waits until DEADLINE_MS (monotonic) or a signal.  The signals are blocked
- * and taken here synchronously, so none can slip in between a check and the
- * wait.  Returns the signal, or 0 at the deadline. */
-static int wait_until(const sigset_t *set, uint64_t deadline_ms)
-{
-	uint64_t now = mono_ms();
-	struct timespec ts;
-	int sig;
-
-	if (deadline_ms <= now)
-		return 0;
-	ts.tv_sec = (time_t)((deadline_ms - now) / 1000);
-	ts.tv_nsec = (long)((deadline_ms - now) % 1000) * 1000000;
-	sig = sigtimedwait(set, NULL, &ts);
-	return sig < 0 ? 0 : sig;
-}
-
-static int daemon_run(struct daemon *d)
-{
-	uint64_t watchdog_ms = service_watchdog_period_ms(), next_watchdog;
-	char status[128];
-	sigset_t set;
-	uint64_t next;
-	char err[512];
-	int rc;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	if (gethostname(d->host, sizeof d->host - 1) < 0)
-		snprintf(d->host, sizeof d->host, "unknown");
-	rc = store_open(database_path(d), true, &d->store, err, sizeof err);
-	if (rc < 0) {
-		log_msg(LOG_ERR, "%s", err);
-		return EXIT_DATABASE;
-	}
-	d->sampler = sampler_new();
-	d->trigger = trigger_new();
-	d->dumper = stackdump_new();
-	d->metrics = metrics_new(d->cfg);
-	open_event_log(d);
-	rc = watch_new(d->cfg, &d->watch);
-	if (!d->sampler || !d->trigger || !d->dumper || !d->metrics || rc < 0) {
-		log_msg(LOG_ERR, "cannot start: out of memory or /proc unreadable");
-		return EXIT_PROC;
-	}
-	doctor_preflight(d->cfg);   /* logs what stops ptrace; never fatal */
-	log_msg(LOG_INFO, "cpumond %s started: %zu watches, interval %" PRIu64 " ms, database %s",
-	        CPUMOND_VERSION, d->cfg->nwatches, d->cfg->interval_ms, database_path(d));
-
-	/* One timer for the cycle, one per running episode: whichever is due
-	 * first wakes the loop, so episodes never delay the cycle's cadence
-	 * by more than one dump. */
-	next = next_watchdog = mono_ms();
-	for (;;) {
-		uint64_t wake;
-		int sig;
-
-		if (mono_ms() >= next) {
-			run_cycle(d);
-			if (d->cycles == 1)
-				service_ready(status_text(d, status, sizeof status));
-			else
-				service_status(status_text(d, status, sizeof status));
-			if (d->max_cycles && d->cycles >= (uint64_t)d->max_cycles)
-				break;
-			/* Keep the cadence; after an overrun start again from now. */
-			next += d->cfg->interval_ms;
-			if (next <= mono_ms())
-				next = mono_ms() + d->cfg->interval_ms;
-		}
-		sample_episodes(d, mono_ms());
-		if (watchdog_ms && mono_ms() >= next_watchdog) {
-			service_watchdog();
-			next_watchdog = mono_ms() + watchdog_ms;
-		}
-		wake = next_sample_ms(d);
-		if (next < wake)
-			wake = next;
-		if (watchdog_ms && next_watchdog < wake)
-			wake = next_watchdog;
-		sig = wait_until(&set, wake);
-		if (sig == SIGHUP) {
-			service_reloading();
-			reload(d);
-			open_event_log(d);
-			service_ready(status_text(d, status, sizeof status));
-		}
-		if (sig == SIGTERM || sig == SIGINT) {
-			log_msg(LOG_INFO, "stopping on signal %d after %" PRIu64 " events", sig, d->events);
-			service_stopping();
-			break;
-		}
-	}
-	finish_all_episodes(d);
-	write_metrics(d);            /* with the events of the last episodes */
-	return EXIT_OK;
-}
-
-static void daemon_free(struct daemon *d)
-{
-	/* stackdump_free detaches any thread still pending: it comes first. */
-	stackdump_free(d->dumper);
-	free(d->active);
-	if (d->nunsaved || d->unsaved_dropped)
-		log_msg(LOG_ERR, "%zu events could not be written to the database and are lost "
-		        "(%" PRIu64 " more were dropped while it was failing)", d->nunsaved,
-		        d->unsaved_dropped);
-	for (size_t i = 0; i < d->nunsaved; i++)
-		pending_free(d->unsaved[i]);
-	watch_free(d->watch);
-	sampler_free(d->sampler);
-	trigger_free(d->trigger);
-	metrics_free(d->metrics);
-	if (d->event_log)
-		fclose(d->event_log);
-	store_close(d->store);
-	config_delete(d->cfg);
-}
 
 static void usage(FILE *out)
 {
@@ -839,7 +73,10 @@ static int load_config(const char *path, struct config *cfg)
 	return config_load(path, cfg, stderr) < 0 ? EXIT_CONFIG : EXIT_OK;
 }
 
-static int cmd_check_config(int argc, char **argv)
+/* The options of the commands that take only -c FILE (check-config,
+ * doctor), and the configuration they load into *CFG.  Returns -1 to go on,
+ * or the exit status to end with. */
+static int config_command(int argc, char **argv, const char *name, struct config *cfg)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -847,7 +84,6 @@ static int cmd_check_config(int argc, char **argv)
 		{ 0 },
 	};
 	const char *path = CONFIG_DEFAULT_PATH;
-	struct config cfg = { 0 };
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -858,14 +94,23 @@ static int cmd_check_config(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "cpumond: check-config: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "cpumond: %s: unexpected argument '%s'\n", name, argv[optind]);
 		return EXIT_USAGE;
 	}
-	rc = load_config(path, &cfg);
-	if (rc == EXIT_OK)
-		config_print(&cfg, stdout);
+	rc = load_config(path, cfg);
+	return rc == EXIT_OK ? -1 : rc;
+}
+
+static int cmd_check_config(int argc, char **argv)
+{
+	struct config cfg = { 0 };
+	int rc = config_command(argc, argv, "check-config", &cfg);
+
+	if (rc >= 0)
+		return rc;
+	config_print(&cfg, stdout);
 	config_free(&cfg);
-	return rc;
+	return EXIT_OK;
 }
 
 static volatile sig_atomic_t tail_stop;
@@ -1077,18 +322,18 @@ static int cmd_daemon(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	struct daemon d = { 0 };
-	const char *path = CONFIG_DEFAULT_PATH;
+	const char *path = CONFIG_DEFAULT_PATH, *database = NULL;
 	bool verbose = false;
-	int c, rc;
+	long max_cycles = 0;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "c:d:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': path = optarg; break;
-		case 'd': d.db_override = optarg; break;
+		case 'd': database = optarg; break;
 		case 'v': verbose = true; break;
 		case 'C':
-			if (parse_count(optarg, &d.max_cycles) < 0 || d.max_cycles == 0) {
+			if (parse_count(optarg, &max_cycles) < 0 || max_cycles == 0) {
 				fprintf(stderr, "cpumond: --cycles: '%s' is not a positive count\n", optarg);
 				return EXIT_USAGE;
 			}
@@ -1103,38 +348,17 @@ static int cmd_daemon(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	log_init(verbose);
-	d.cfg = config_new(path);
-	rc = d.cfg ? daemon_run(&d) : EXIT_CONFIG;
-	daemon_free(&d);
-	return rc;
+	return daemon_main(path, database, max_cycles);
 }
 
 /* Exit status: 0 every check passed (warnings allowed), 1 one failed,
  * 3 the configuration is missing or invalid. */
 static int cmd_doctor(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	const char *path = CONFIG_DEFAULT_PATH;
 	struct config cfg = { 0 };
-	int c, rc;
+	int rc = config_command(argc, argv, "doctor", &cfg);
 
-	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'c': path = optarg; break;
-		case 'h': usage(stdout); return EXIT_OK;
-		default: usage(stderr); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "cpumond: doctor: unexpected argument '%s'\n", argv[optind]);
-		return EXIT_USAGE;
-	}
-	rc = load_config(path, &cfg);
-	if (rc != EXIT_OK)
+	if (rc >= 0)
 		return rc;
 	rc = doctor_run(&cfg, stdout);
 	if (rc < 0)
