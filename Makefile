@@ -53,7 +53,7 @@ TARGET_BIN := $(TARGET_SRC:tests/targets/%.c=$(B)/tests/%)
 DEB_DEPS   := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
               libsqlite3-dev libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev liblzma-dev \
               libsystemd-dev prometheus prometheus-node-exporter logrotate \
-              elfutils gdb g++ xz-utils
+              elfutils gdb g++ xz-utils sysstat procps util-linux valgrind
 
 all: $(B)/cpumond $(B)/stackdump
 
@@ -85,12 +85,13 @@ $(B)/bench/%: bench/%.c $(B)/libcpumond.a
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: deps
-	$(MAKE) $(B)/bench/sampler_bench $(B)/bench/stop_bench $(B)/tests/hotchain
+	$(MAKE) $(B)/cpumond $(B)/bench/sampler_bench $(B)/bench/cpuwatch $(B)/bench/gate_bench \
+	  $(B)/bench/churn_bench $(B)/bench/stop_bench $(B)/tests/hotchain $(B)/tests/churn
 	B=$(B) bench/run.sh
-	B=$(B) bench/stop_bench.sh
 
 # libFuzzer targets: tests/fuzz/fuzz_NAME.c with its seeds and regression
-# inputs in tests/fuzz/corpus/NAME/.  make fuzz runs each for FUZZ_SECONDS.
+# inputs in tests/fuzz/corpus/NAME/.  make fuzz runs each for FUZZ_SECONDS;
+# what it finds goes to build-fuzz/corpus-NAME, not into the repository.
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_SECONDS ?= 30
@@ -103,9 +104,10 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(wildcard */*.h)
 fuzz: deps
 	$(MAKE) $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \
-	  name=$${f#build-fuzz/fuzz_}; corpus=tests/fuzz/corpus/$$name; mkdir -p $$corpus; \
-	  echo "== $$f ($(FUZZ_SECONDS) s, corpus $$corpus)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$corpus || exit 1; \
+	  name=$${f#build-fuzz/fuzz_}; corpus=tests/fuzz/corpus/$$name; \
+	  scratch=build-fuzz/corpus-$$name; mkdir -p $$scratch; \
+	  echo "== $$f ($(FUZZ_SECONDS) s, seeds $$corpus)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$scratch $$corpus || exit 1; \
 	done
 
 deps:

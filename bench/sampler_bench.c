@@ -1,27 +1,43 @@
 /* sampler_bench: CPU of one sampling cycle, cpumond's sampler against the
- * pread floor and libproc2, interleaved in one process so that each ratio
- * is taken under the same load and cadence.
+ * pread floor (and, on request, libproc2), interleaved in one process so
+ * that each ratio is taken under the same load and cadence.
  *
- *   sampler_bench --pid P [--cycles M] [--interval-ms I]
+ *   sampler_bench --pid P [--cycles M] [--interval-ms I] [--methods LIST]
+ *                 [--gate PERMILLE] [--header]
  *
- * Per round, in rotating order: one sampler_cycle() on P; one floor cycle
- * (getdents64 of a kept /proc/P/task, pread of a kept schedstat per thread,
- * parse); one libproc2 procps_pids_select(PIDS_SELECT_PID_THREADS) reading
- * the ticks.
- * Each is timed with CLOCK_PROCESS_CPUTIME_ID; I ms are slept between rounds
- * (caches go cold between cycles seconds apart: compare at the daemon's own
- * cadence).  Prints one markdown table row per method: median and p90 µs per
- * cycle, µs per thread, ratio to the floor's median.
+ * LIST is a comma-separated subset of (default "sampler,floor"):
+ *   sampler    one sampler_cycle() on P, gating off (struct watch_proc gate 0)
+ *   gated      one sampler_cycle() of a second sampler, gate = PERMILLE
+ *              (default 800): skips P's threads while P as a whole used less
+ *   floor      getdents64 of a kept /proc/P/task, pread of a kept schedstat
+ *              per thread, parse: what any reader of per-thread run time
+ *              must do at least
+ *   enum       the floor's getdents64 alone (what listing the threads costs)
+ *   clock      clock_gettime() of P's process CPU clock (what the gate costs)
+ *   pstat      open+read+close of /proc/P/stat (the other way to the total)
+ *   libproc2   procps_pids_select(PIDS_SELECT_PID_THREADS) reading the ticks
+ *
+ * Per round, in rotating order, one cycle of each method, each timed with
+ * CLOCK_PROCESS_CPUTIME_ID; I ms are slept between rounds (caches go cold
+ * between cycles seconds apart: compare at the daemon's own cadence).  The
+ * method that runs first after the sleep meets the coldest caches, so the
+ * order rotates every round.  One warm-up round opens every descriptor.
+ *
+ * Prints one markdown table row per method (--header: the header first):
+ * median and p90 µs per cycle, µs per thread, the ratio of medians to the
+ * floor's, and the median over rounds of the same-round ratio to the floor.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libproc2/pids.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,52 +57,124 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static uint64_t pct(uint64_t *v, size_t n, int p)
+static int cmp_dbl(const void *a, const void *b)
 {
-	qsort(v, n, sizeof *v, cmp_u64);
-	return v[(n - 1) * (size_t)p / 100];
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile; sorts a copy. */
+static uint64_t pct(const uint64_t *v, size_t n, int p)
+{
+	uint64_t *c = malloc(n * sizeof *c);
+	uint64_t r;
+
+	memcpy(c, v, n * sizeof *c);
+	qsort(c, n, sizeof *c, cmp_u64);
+	r = c[(n - 1) * (size_t)p / 100];
+	free(c);
+	return r;
 }
 
 /* The floor: what any reader of per-thread run time must do at least. */
 struct floor_thread { int tid, fd; uint64_t run; };
 static struct floor_thread *ft;
 static size_t nft, ftcap, hint;
+static char dents[32768];
 
-static size_t floor_cycle(DIR *tasks)
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+static size_t floor_cycle(int tasks, bool read_them)
 {
-	struct dirent *de;
 	size_t n = 0;
+	long len;
 
-	rewinddir(tasks);
-	while ((de = readdir(tasks))) {
-		int tid = atoi(de->d_name);
-		char buf[96], path[32];
-		size_t i;
-		ssize_t len;
+	lseek(tasks, 0, SEEK_SET);
+	while ((len = syscall(SYS_getdents64, tasks, dents, sizeof dents)) > 0) {
+		for (long off = 0; off < len;) {
+			struct linux_dirent64 *de = (struct linux_dirent64 *)(dents + off);
+			int tid = atoi(de->d_name);
+			char buf[96], path[32];
+			size_t i;
+			ssize_t got;
 
-		if (tid <= 0)
-			continue;
-		/* Threads come back in the same order every cycle, so the slot after
-		 * the last one found is almost always the right one. */
-		i = hint < nft && ft[hint].tid == tid ? hint : 0;
-		while (i < nft && ft[i].tid != tid)
-			i++;
-		if (i == nft) {
-			if (nft == ftcap) {
-				ftcap = ftcap ? 2 * ftcap : 1024;
-				ft = realloc(ft, ftcap * sizeof *ft);
+			off += de->d_reclen;
+			if (tid <= 0)
+				continue;
+			n++;
+			if (!read_them)
+				continue;
+			/* Threads come back in the same order every cycle, so the slot
+			 * after the last one found is almost always the right one. */
+			i = hint < nft && ft[hint].tid == tid ? hint : 0;
+			while (i < nft && ft[i].tid != tid)
+				i++;
+			if (i == nft) {
+				if (nft == ftcap) {
+					ftcap = ftcap ? 2 * ftcap : 1024;
+					ft = realloc(ft, ftcap * sizeof *ft);
+				}
+				snprintf(path, sizeof path, "%d/schedstat", tid);
+				ft[nft++] = (struct floor_thread){ tid, openat(tasks, path, O_RDONLY), 0 };
 			}
-			snprintf(path, sizeof path, "%d/schedstat", tid);
-			ft[nft++] = (struct floor_thread){ tid, openat(dirfd(tasks), path, O_RDONLY), 0 };
+			hint = i + 1;
+			got = pread(ft[i].fd, buf, sizeof buf - 1, 0);
+			if (got > 0) {
+				buf[got] = '\0';
+				ft[i].run = strtoull(buf, NULL, 10);
+			}
 		}
-		hint = i + 1;
-		len = pread(ft[i].fd, buf, sizeof buf - 1, 0);
-		if (len > 0) {
-			buf[len] = '\0';
-			ft[i].run = strtoull(buf, NULL, 10);
-		}
-		n++;
 	}
+	return n;
+}
+
+static void read_pstat(int pid)
+{
+	char path[32], buf[1024];
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, buf, sizeof buf) < 0)
+			perror(path);
+		close(fd);
+	}
+}
+
+enum { M_SAMPLER, M_GATED, M_FLOOR, M_ENUM, M_CLOCK, M_PSTAT, M_LIBPROC2, M_COUNT };
+static const char *const names[M_COUNT] = {
+	"sampler", "gated", "floor", "enum", "clock", "pstat", "libproc2",
+};
+static const char *const labels[M_COUNT] = {
+	"cpumond sampler", "cpumond sampler, gated", "pread floor", "getdents64 of task/ alone",
+	"process CPU clock (the gate)", "/proc/PID/stat (open+read+close)",
+	"libproc2 PIDS_SELECT_PID_THREADS",
+};
+
+static int parse_methods(const char *list, int *methods)
+{
+	char *copy = strdup(list), *save = NULL;
+	int n = 0;
+
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int m = 0;
+		while (m < M_COUNT && strcmp(names[m], tok) != 0)
+			m++;
+		if (m == M_COUNT || n == M_COUNT) {
+			fprintf(stderr, "sampler_bench: unknown method '%s'\n", tok);
+			free(copy);
+			return -1;
+		}
+		methods[n++] = m;
+	}
+	free(copy);
 	return n;
 }
 
@@ -96,75 +184,128 @@ int main(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "cycles", required_argument, NULL, 'n' },
 		{ "interval-ms", required_argument, NULL, 'i' },
+		{ "methods", required_argument, NULL, 'm' },
+		{ "gate", required_argument, NULL, 'g' },
+		{ "header", no_argument, NULL, 'H' },
 		{ 0 },
 	};
-	int pid = 0, cycles = 20, interval_ms = 0, c;
+	int pid = 0, cycles = 20, interval_ms = 0, gate = 800, c, nm;
+	int methods[M_COUNT];
+	bool header = false;
 	enum pids_item items[] = { PIDS_ID_PID, PIDS_TICS_ALL };
 	struct pids_info *info = NULL;
-	struct sampler *s = sampler_new();
+	struct sampler *s = sampler_new(), *sg = sampler_new();
 	char path[64];
-	DIR *tasks;
 	size_t nthreads = 0;
+	clockid_t clk;
 
+	nm = parse_methods("sampler,floor", methods);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p': pid = atoi(optarg); break;
 		case 'n': cycles = atoi(optarg); break;
 		case 'i': interval_ms = atoi(optarg); break;
+		case 'm': nm = parse_methods(optarg, methods); break;
+		case 'g': gate = atoi(optarg); break;
+		case 'H': header = true; break;
 		default: return 2;
 		}
 	}
-	if (pid <= 0 || cycles < 3) {
-		fprintf(stderr, "usage: sampler_bench --pid P [--cycles M>=3] [--interval-ms I]\n");
+	if (pid <= 0 || cycles < 3 || nm <= 0) {
+		fprintf(stderr, "usage: sampler_bench --pid P [--cycles M>=3] [--interval-ms I] "
+		        "[--methods sampler,gated,floor,enum,clock,pstat,libproc2] [--gate PERMILLE]\n");
 		return 2;
 	}
+	/* The floor and the sampler each keep a descriptor per thread: 20,000
+	 * at 10,000 threads, which is a common hard limit.  Root may raise it;
+	 * a sampler short of descriptors reads by path and looks slower. */
+	struct rlimit rl = { 1 << 16, 1 << 16 };
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	snprintf(path, sizeof path, "/proc/%d/task", pid);
-	tasks = opendir(path);
-	if (!tasks || !s || procps_pids_new(&info, items, 2) < 0) {
+	int tasks = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tasks < 0 || !s || !sg || procps_pids_new(&info, items, 2) < 0 ||
+	    clock_getcpuclockid(pid, &clk) != 0) {
 		perror(path);
 		return 1;
 	}
-	uint64_t *t_sampler = calloc((size_t)cycles, 8), *t_floor = calloc((size_t)cycles, 8),
-	         *t_proc2 = calloc((size_t)cycles, 8);
-	struct watch_proc proc = { .pid = pid, .start_ticks = 1 };
+	uint64_t *t[M_COUNT];
+	for (int m = 0; m < M_COUNT; m++)
+		t[m] = calloc((size_t)cycles, sizeof *t[m]);
+	struct watch_proc proc = { .pid = pid, .start_ticks = 1, .gate = 0 };
+	struct watch_proc gproc = { .pid = pid, .start_ticks = 1, .gate = gate };
 	unsigned self = (unsigned)pid;
+	size_t gated_rounds = 0;
 
-	/* One warm-up round opens every descriptor: steady state is measured.
-	 * The method that runs first after the sleep meets cold caches, so
-	 * the order rotates every round. */
 	for (int r = -1; r < cycles; r++) {
-		for (int k = 0; k < 3; k++) {
-			int method = (r + 3 + k) % 3;
+		for (int k = 0; k < nm; k++) {
+			int method = methods[(r + nm + k) % nm];
 			const struct sampler_thread *out;
-			uint64_t t0 = cpu_ns(), t;
+			size_t nout = 0;
+			struct timespec ts;
+			uint64_t t0 = cpu_ns(), dt;
 
-			if (method == 0)
-				sampler_cycle(s, &proc, 1, &out, &nthreads);
-			else if (method == 1)
-				floor_cycle(tasks);
-			else
+			switch (method) {
+			case M_SAMPLER: sampler_cycle(s, &proc, 1, &out, &nthreads); break;
+			case M_GATED:
+				sampler_cycle(sg, &gproc, 1, &out, &nout);
+				break;
+			case M_FLOOR: nthreads = floor_cycle(tasks, true); break;
+			case M_ENUM: floor_cycle(tasks, false); break;
+			case M_CLOCK: clock_gettime(clk, &ts); break;
+			case M_PSTAT: read_pstat(pid); break;
+			case M_LIBPROC2:
 				procps_pids_select(info, &self, 1, PIDS_SELECT_PID_THREADS);
-			t = cpu_ns() - t0;
+				break;
+			}
+			dt = cpu_ns() - t0;
+			if (method == M_GATED && r >= 0 && nout && out[0].gated)
+				gated_rounds++;
 			if (r >= 0)
-				(method == 0 ? t_sampler : method == 1 ? t_floor : t_proc2)[r] = t;
+				t[method][r] = dt;
 		}
 		if (interval_ms)
 			usleep((useconds_t)interval_ms * 1000);
 	}
-	double floor_med = (double)pct(t_floor, (size_t)cycles, 50);
-	struct { const char *name; uint64_t *t; } m[] = {
-		{ "cpumond sampler", t_sampler }, { "pread floor", t_floor },
-		{ "libproc2 PIDS_SELECT_PID_THREADS", t_proc2 },
-	};
-	for (size_t i = 0; i < 3; i++) {
-		double med = (double)pct(m[i].t, (size_t)cycles, 50);
-		double p90 = (double)pct(m[i].t, (size_t)cycles, 90);
-		printf("| %s | %zu | %d | %d | %.1f | %.1f | %.2f | %.2f× |\n", m[i].name, nthreads,
-		       interval_ms, cycles, med / 1000, p90 / 1000, med / 1000 / (double)nthreads,
-		       med / floor_med);
+	if (header) {
+		printf("| method | threads | interval ms | cycles | CPU µs/cycle median | p90 | "
+		       "µs per thread | ratio of medians to floor | same-round ratio to floor, median |\n");
+		printf("|---|---|---|---|---|---|---|---|---|\n");
 	}
+	bool have_floor = false;
+	for (int k = 0; k < nm; k++)
+		have_floor |= methods[k] == M_FLOOR;
+	double floor_med = have_floor ? (double)pct(t[M_FLOOR], (size_t)cycles, 50) : 0;
+	double *ratio = calloc((size_t)cycles, sizeof *ratio);
+	for (int k = 0; k < nm; k++) {
+		int m = methods[k];
+		double med = (double)pct(t[m], (size_t)cycles, 50);
+		double p90 = (double)pct(t[m], (size_t)cycles, 90);
+		char label[96], r1[32] = "—", r2[32] = "—";
+
+		if (have_floor) {
+			for (int r = 0; r < cycles; r++)
+				ratio[r] = t[M_FLOOR][r] ? (double)t[m][r] / (double)t[M_FLOOR][r] : 0;
+			qsort(ratio, (size_t)cycles, sizeof *ratio, cmp_dbl);
+			snprintf(r1, sizeof r1, "%.2f×", med / floor_med);
+			snprintf(r2, sizeof r2, "%.2f×", ratio[(cycles - 1) / 2]);
+		}
+		if (m == M_GATED)
+			snprintf(label, sizeof label, "%s (gate %d‰; gated in %zu of %d rounds)",
+			         labels[m], gate, gated_rounds, cycles);
+		else
+			snprintf(label, sizeof label, "%s", labels[m]);
+		printf("| %s | %zu | %d | %d | %.1f | %.1f | %.3f | %s | %s |\n", label, nthreads,
+		       interval_ms, cycles, med / 1000, p90 / 1000,
+		       nthreads ? med / 1000 / (double)nthreads : 0, r1, r2);
+	}
+	fflush(stdout);
+	free(ratio);
 	procps_pids_unref(&info);
 	sampler_free(s);
-	closedir(tasks);
+	sampler_free(sg);
+	close(tasks);
 	return 0;
 }

@@ -1,48 +1,68 @@
 #include "cpumond/sampler.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cpumond/log.h"
 
-/* What is known of one thread; a slot of an open-addressing table keyed by
- * tid (tid 0 marks a free slot). */
+/* What is known of one thread. */
 struct thread_rec {
 	pid_t tid;
-	pid_t pid;
-	unsigned long long start_ticks;  /* of its process: a reused pid is another process */
 	int fd;                  /* schedstat kept open, or -1: opened for each read */
-	uint32_t seen;           /* cycle of the last successful read */
 	uint64_t key;
 	uint64_t runtime_ns, run_delay_ns, read_ns;
 };
 
+/* One watched process and its threads, in the order /proc/PID/task lists
+ * them (the kernel's thread list: creation order, new threads at the end). */
 struct proc_rec {
 	pid_t pid;
 	unsigned long long start_ticks;
-	DIR *tasks;              /* /proc/PID/task, rewound each cycle */
+	int gate;                /* from watch_proc, permille; 0: never gated */
+	int task_fd;             /* /proc/PID/task, rewound for each listing */
+	clockid_t clock;         /* the process's CPU clock (all its threads, ns) */
+	bool clock_ok;           /* clock is valid ... */
+	bool have_cpu;           /* ... and cpu_ns was read at cpu_read_ns */
+	uint64_t cpu_ns, cpu_read_ns;
+	bool gated;              /* this cycle */
+	int gated_usage;         /* the process's usage this cycle, when gated */
+	bool gated_since_read;   /* gated at least once since its threads were read */
+	uint64_t gated_cpu_ns;   /* CPU the whole process used while gated since then */
+	uint64_t gated_at_ns;    /* when the last gated cycle read the clock */
+	size_t index;            /* into this cycle's procs */
+	struct thread_rec *threads;
+	size_t nthreads, cap;
 };
 
 struct sampler {
-	struct thread_rec *slots;
-	size_t cap, count;       /* cap is a power of two */
-	struct proc_rec *procs, *next_procs;
+	struct proc_rec *procs, *next_procs;   /* sorted by pid */
 	size_t nprocs, procs_cap;
+	struct thread_rec *scratch;            /* the new thread list while listing */
+	size_t scratch_cap;
 	struct sampler_thread *out;
 	size_t nout, out_cap;
 	uint64_t next_key;
-	uint32_t cycle;
-	size_t nfds;
+	size_t nfds;             /* thread descriptors kept open */
 	bool warned_fds;
+	/* One getdents64 buffer for every process: a glibc DIR would hold 32 KiB
+	 * per watched process. */
+	_Alignas(uint64_t) char dents[32768];   /* read as struct linux_dirent64 */
+};
+
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
 };
 
 int sampler_permille(uint64_t delta_ns, uint64_t elapsed_ns)
@@ -54,6 +74,20 @@ int sampler_permille(uint64_t delta_ns, uint64_t elapsed_ns)
 	/* delta * 1000 overflows only after 584 years of CPU time. */
 	pm = (delta_ns * 1000 + elapsed_ns / 2) / elapsed_ns;
 	return pm > 1000 ? 1000 : (int)pm;
+}
+
+bool sampler_gated(uint64_t proc_delta_ns, uint64_t elapsed_ns, int gate)
+{
+	if (gate <= 0 || elapsed_ns == 0)
+		return false;
+	/* Exact, not rounded: a process at 800.4‰ is not under a gate of 800
+	 * (one thread of it could be over 800).  Overflows after 584 years. */
+	return proc_delta_ns * 1000 <= (uint64_t)gate * elapsed_ns;
+}
+
+int sampler_usage_after_gate(uint64_t delta_ns, uint64_t gated_cpu_ns, uint64_t elapsed_ns)
+{
+	return sampler_permille(delta_ns > gated_cpu_ns ? delta_ns - gated_cpu_ns : 0, elapsed_ns);
 }
 
 /* /proc/PID/task/TID/schedstat, from kernel/sched/stats.c:
@@ -101,12 +135,6 @@ struct sampler *sampler_new(void)
 
 	if (!s)
 		return NULL;
-	s->cap = 1024;
-	s->slots = calloc(s->cap, sizeof *s->slots);
-	if (!s->slots) {
-		free(s);
-		return NULL;
-	}
 	s->next_key = 1;
 	raise_nofile_limit();
 	return s;
@@ -117,21 +145,31 @@ static void close_thread(struct sampler *s, struct thread_rec *r)
 	if (r->fd >= 0) {
 		close(r->fd);
 		s->nfds--;
+		r->fd = -1;
 	}
+}
+
+static void close_proc(struct sampler *s, struct proc_rec *p)
+{
+	for (size_t i = 0; i < p->nthreads; i++)
+		close_thread(s, &p->threads[i]);
+	free(p->threads);
+	p->threads = NULL;
+	p->nthreads = p->cap = 0;
+	if (p->task_fd >= 0)
+		close(p->task_fd);
+	p->task_fd = -1;
 }
 
 void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->cap; i++)
-		if (s->slots[i].tid)
-			close_thread(s, &s->slots[i]);
 	for (size_t i = 0; i < s->nprocs; i++)
-		closedir(s->procs[i].tasks);
-	free(s->slots);
+		close_proc(s, &s->procs[i]);
 	free(s->procs);
 	free(s->next_procs);
+	free(s->scratch);
 	free(s->out);
 	free(s);
 }
@@ -141,63 +179,13 @@ size_t sampler_open_fds(const struct sampler *s)
 	return s->nfds + s->nprocs;
 }
 
-static size_t slot_of(const struct sampler *s, pid_t tid)
-{
-	/* Fibonacci hashing spreads sequential tids over the table. */
-	return (size_t)(((uint64_t)(uint32_t)tid * 0x9e3779b97f4a7c15ULL) >> 32) & (s->cap - 1);
-}
-
-static struct thread_rec *find_thread(struct sampler *s, pid_t tid)
-{
-	for (size_t i = slot_of(s, tid);; i = (i + 1) & (s->cap - 1)) {
-		if (s->slots[i].tid == tid || s->slots[i].tid == 0)
-			return &s->slots[i];
-	}
-}
-
-/* Linear probing with backward-shift deletion: no tombstones to age. */
-static void remove_thread(struct sampler *s, struct thread_rec *r)
-{
-	size_t hole = (size_t)(r - s->slots);
-
-	close_thread(s, r);
-	for (size_t i = (hole + 1) & (s->cap - 1); s->slots[i].tid; i = (i + 1) & (s->cap - 1)) {
-		size_t home = slot_of(s, s->slots[i].tid);
-		/* Move the entry into the hole unless its home lies in (hole, i]. */
-		if (((i - home) & (s->cap - 1)) >= ((i - hole) & (s->cap - 1))) {
-			s->slots[hole] = s->slots[i];
-			hole = i;
-		}
-	}
-	s->slots[hole].tid = 0;
-	s->count--;
-}
-
-static int grow_table(struct sampler *s)
-{
-	struct thread_rec *old = s->slots;
-	size_t old_cap = s->cap;
-
-	s->slots = calloc(old_cap * 2, sizeof *s->slots);
-	if (!s->slots) {
-		s->slots = old;
-		return -ENOMEM;
-	}
-	s->cap = old_cap * 2;
-	for (size_t i = 0; i < old_cap; i++)
-		if (old[i].tid)
-			*find_thread(s, old[i].tid) = old[i];
-	free(old);
-	return 0;
-}
-
 static int open_schedstat(struct sampler *s, const struct proc_rec *p, pid_t tid)
 {
 	char path[32];
 	int fd;
 
 	snprintf(path, sizeof path, "%d/schedstat", (int)tid);
-	fd = openat(dirfd(p->tasks), path, O_RDONLY | O_CLOEXEC);
+	fd = openat(p->task_fd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && !s->warned_fds) {
 		log_errno(LOG_WARNING, errno, "out of descriptors at %zu kept open; "
 		          "new threads are read by path, which costs more", s->nfds);
@@ -206,15 +194,16 @@ static int open_schedstat(struct sampler *s, const struct proc_rec *p, pid_t tid
 	return fd;
 }
 
-/* Reads one thread's schedstat; FD < 0 means open, read, close by path. */
-static int read_schedstat(struct sampler *s, const struct proc_rec *p, pid_t tid, int fd,
+/* Reads one thread's schedstat; a thread without a kept descriptor is
+ * opened, read and closed by path.  Returns 0, or -errno (-ESRCH: exited). */
+static int read_schedstat(struct sampler *s, const struct proc_rec *p, const struct thread_rec *r,
                           uint64_t *runtime_ns, uint64_t *run_delay_ns)
 {
 	char buf[96];
 	ssize_t n;
-	int own = fd < 0;
+	int fd = r->fd;
 
-	if (own && (fd = open_schedstat(s, p, tid)) < 0)
+	if (fd < 0 && (fd = open_schedstat(s, p, r->tid)) < 0)
 		return -errno;
 	/* pread at 0 on a kept descriptor regenerates the file each time; after
 	 * the thread exited it fails with ESRCH, so a reused tid is never read
@@ -222,7 +211,7 @@ static int read_schedstat(struct sampler *s, const struct proc_rec *p, pid_t tid
 	n = pread(fd, buf, sizeof buf - 1, 0);
 	if (n < 0)
 		n = -errno;
-	if (own)
+	if (fd != r->fd)
 		close(fd);
 	if (n < 0)
 		return (int)n;
@@ -244,57 +233,241 @@ static int push_out(struct sampler *s, const struct sampler_thread *t)
 	return 0;
 }
 
-static int sample_thread(struct sampler *s, const struct proc_rec *p, size_t proc, pid_t tid)
+/* Reads thread R of P and reports it; FIRST: R was just found.  Returns 0
+ * (also when R cannot be opened for want of descriptors: it is kept and
+ * reported when it can be), 1 when the thread is gone (R is then to be
+ * dropped), or -ENOMEM. */
+static int sample_thread(struct sampler *s, struct proc_rec *p, struct thread_rec *r, bool first)
 {
-	struct thread_rec *r = find_thread(s, tid);
-	struct sampler_thread t = { .pid = p->pid, .tid = tid, .proc = proc, .usage = -1 };
+	struct sampler_thread t = { .pid = p->pid, .tid = r->tid, .proc = p->index, .usage = -1 };
 	uint64_t runtime, delay, now;
+	int rc = read_schedstat(s, p, r, &runtime, &delay);
 
-	if (r->tid && (r->pid != p->pid || r->start_ticks != p->start_ticks)) {
-		remove_thread(s, r);     /* the tid now names a thread of another process */
-		r = find_thread(s, tid);
-	}
-	if (!r->tid) {
-		if (4 * (s->count + 1) > 3 * s->cap) {
-			if (grow_table(s) < 0)
-				return -ENOMEM;
-			r = find_thread(s, tid);
-		}
-		*r = (struct thread_rec){ .tid = tid, .pid = p->pid, .start_ticks = p->start_ticks,
-		                          .key = s->next_key++ };
-		r->fd = open_schedstat(s, p, tid);
-		if (r->fd >= 0)
-			s->nfds++;
-		s->count++;
-	}
-	if (read_schedstat(s, p, tid, r->fd, &runtime, &delay) < 0) {
-		remove_thread(s, r);     /* exited between the listing and the read */
-		return 0;
-	}
+	if (rc == -EMFILE || rc == -ENFILE)
+		return 0;        /* alive but unreadable now: kept, so that the count matches */
+	if (rc < 0)
+		return 1;        /* exited since the listing, or since the last cycle */
+	first |= r->read_ns == 0;   /* found while out of descriptors: no baseline yet */
 	now = mono_ns();
-	if (r->seen) {
-		t.usage = sampler_permille(runtime - r->runtime_ns, now - r->read_ns);
+	if (!first && runtime < r->runtime_ns) {
+		/* Run time never goes back for one thread: this is another one under
+		 * the same tid (read by path after the descriptors ran out, or the
+		 * leader's tid handed to the thread that called exec).  Start over. */
+		r->key = s->next_key++;
+	} else if (!first) {
+		if (p->gated_since_read)
+			t.usage = sampler_usage_after_gate(runtime - r->runtime_ns, p->gated_cpu_ns,
+			                                   now - p->gated_at_ns);
+		else
+			t.usage = sampler_permille(runtime - r->runtime_ns, now - r->read_ns);
 		t.run_delay = sampler_permille(delay - r->run_delay_ns, now - r->read_ns);
 	}
 	t.key = r->key;
 	r->runtime_ns = runtime;
 	r->run_delay_ns = delay;
 	r->read_ns = now;
-	r->seen = s->cycle;
-	return push_out(s, &t);
+	return push_out(s, &t) < 0 ? -ENOMEM : 0;
 }
 
-static int sample_proc(struct sampler *s, const struct proc_rec *p, size_t proc)
+/* "4242" to 4242; anything else (".", "..") to 0. */
+static pid_t parse_tid(const char *name)
 {
-	struct dirent *de;
+	unsigned long v = 0;
 
-	rewinddir(p->tasks);
-	while ((de = readdir(p->tasks))) {
-		pid_t tid = (pid_t)atoi(de->d_name);
-		if (tid > 0 && sample_thread(s, p, proc, tid) < 0)
+	if (!*name)
+		return 0;
+	for (; *name; name++) {
+		if (*name < '0' || *name > '9' || v > 0x3fffffff)
+			return 0;
+		v = v * 10 + (unsigned long)(*name - '0');
+	}
+	return (pid_t)v;
+}
+
+static int reserve_scratch(struct sampler *s, size_t n)
+{
+	struct thread_rec *a;
+	size_t cap;
+
+	if (n <= s->scratch_cap)
+		return 0;
+	cap = s->scratch_cap ? 2 * s->scratch_cap : 64;
+	while (cap < n)
+		cap *= 2;
+	a = realloc(s->scratch, cap * sizeof *a);
+	if (!a)
+		return -ENOMEM;
+	s->scratch = a;
+	s->scratch_cap = cap;
+	return 0;
+}
+
+/* Handles one listed tid while merging the listing into P's known threads
+ * (OLD, of which the first *CUR are settled).  READ_KNOWN: known threads are
+ * read too (else they were read already this cycle).  Appends to
+ * s->scratch[*N].  Returns 0 or -ENOMEM. */
+static int merge_tid(struct sampler *s, struct proc_rec *p, struct thread_rec *old, size_t nold,
+                     size_t *cur, size_t *n, pid_t tid, bool read_known)
+{
+	struct thread_rec *r;
+	size_t k;
+	int rc;
+
+	if (reserve_scratch(s, *n + 1) < 0)
+		return -ENOMEM;
+	r = &s->scratch[*n];
+	for (k = *cur; k < nold && old[k].tid != tid; k++)
+		;
+	if (k < nold) {
+		for (; *cur < k; (*cur)++)
+			close_thread(s, &old[*cur]);          /* listed no more: exited */
+		*r = old[k];
+		*cur = k + 1;
+		rc = read_known ? sample_thread(s, p, r, false) : 0;
+	} else {
+		/* New threads join the end of the thread list, after every known
+		 * thread still alive: the known ones not met by now have exited.
+		 * (Were the order ever different, a known thread would only be
+		 * taken for a new one and lose one sample.) */
+		for (; *cur < nold; (*cur)++)
+			close_thread(s, &old[*cur]);
+		*r = (struct thread_rec){ .tid = tid, .key = s->next_key++ };
+		r->fd = open_schedstat(s, p, tid);
+		if (r->fd >= 0)
+			s->nfds++;
+		rc = sample_thread(s, p, r, true);
+	}
+	if (rc > 0)
+		close_thread(s, r);                       /* gone already */
+	else
+		(*n)++;      /* kept even when out of memory: its descriptor stays owned */
+	return rc < 0 ? rc : 0;
+}
+
+/* Lists /proc/PID/task and merges it into P's known threads.  Returns 0 or
+ * -ENOMEM. */
+static int list_proc(struct sampler *s, struct proc_rec *p, bool read_known)
+{
+	struct thread_rec *old = p->threads, *t;
+	size_t nold = p->nthreads, cur = 0, n = 0, cap;
+	long len;
+	int rc = 0;
+
+	if (lseek(p->task_fd, 0, SEEK_SET) == 0)
+		while (rc == 0 && (len = syscall(SYS_getdents64, p->task_fd, s->dents,
+		                                 sizeof s->dents)) > 0) {
+			for (long off = 0; off < len && rc == 0;) {
+				const struct linux_dirent64 *de = (const void *)(s->dents + off);
+				pid_t tid = parse_tid(de->d_name);
+
+				off += de->d_reclen;
+				if (tid > 0)
+					rc = merge_tid(s, p, old, nold, &cur, &n, tid, read_known);
+			}
+		}
+	/* Whatever was not listed is gone (or, on an error, is found again at
+	 * the next listing as a new thread). */
+	for (; cur < nold; cur++)
+		close_thread(s, &old[cur]);
+	t = p->threads;
+	cap = p->cap;
+	p->threads = s->scratch;
+	p->cap = s->scratch_cap;
+	p->nthreads = n;
+	s->scratch = t;
+	s->scratch_cap = cap;
+	return rc;
+}
+
+/* How many threads P has now: /proc/PID/task's link count is 2 + the
+ * thread count (proc_task_getattr), one fstat that walks no list.  Returns
+ * the count, or -1. */
+static long count_threads(const struct proc_rec *p)
+{
+	struct stat st;
+
+	if (fstat(p->task_fd, &st) < 0 || st.st_nlink < 2)
+		return -1;
+	return (long)st.st_nlink - 2;
+}
+
+/* The gated cycle of P: its threads come out unread, with the process's
+ * usage as their upper bound. */
+static int report_gated(struct sampler *s, const struct proc_rec *p)
+{
+	for (size_t i = 0; i < p->nthreads; i++) {
+		const struct thread_rec *r = &p->threads[i];
+		struct sampler_thread t = { .pid = p->pid, .tid = r->tid, .proc = p->index,
+		                            .key = r->key, .usage = p->gated_usage,
+		                            .run_delay = -1, .gated = true };
+		if (push_out(s, &t) < 0)
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+/* Reads P's process CPU clock; true when the process as a whole stayed
+ * under its gate since the last reading. */
+static bool check_gate(struct proc_rec *p)
+{
+	struct timespec ts;
+	uint64_t now = mono_ns(), cpu;
+	bool gated = false;
+
+	if (!p->clock_ok || clock_gettime(p->clock, &ts) < 0) {
+		p->have_cpu = false;
+		return false;
+	}
+	cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (p->have_cpu && p->nthreads > 0 && cpu >= p->cpu_ns &&
+	    sampler_gated(cpu - p->cpu_ns, now - p->cpu_read_ns, p->gate)) {
+		gated = true;
+		p->gated_usage = sampler_permille(cpu - p->cpu_ns, now - p->cpu_read_ns);
+		p->gated_cpu_ns += cpu - p->cpu_ns;
+		p->gated_since_read = true;
+		p->gated_at_ns = now;
+	}
+	p->have_cpu = true;
+	p->cpu_ns = cpu;
+	p->cpu_read_ns = now;
+	return gated;
+}
+
+static int sample_proc(struct sampler *s, struct proc_rec *p)
+{
+	bool lost = false;
+	size_t kept = 0;
+	int rc = 0;
+
+	/* The gate costs one clock_gettime: only for a process that has one. */
+	p->gated = p->gate > 0 && check_gate(p);
+	if (p->gated)
+		return report_gated(s, p);
+	if (p->nthreads == 0 || count_threads(p) != (long)p->nthreads) {
+		rc = list_proc(s, p, true);
+	} else {
+		/* Same count, so the same threads unless one was replaced: a known
+		 * thread alive now was alive when counted, so if all are, the
+		 * count leaves no room for a new one. */
+		for (size_t i = 0; i < p->nthreads; i++) {
+			struct thread_rec *r = &p->threads[i];
+			int got = rc < 0 ? 0 : sample_thread(s, p, r, false);
+
+			if (got > 0) {
+				close_thread(s, r);
+				lost = true;
+			} else {
+				rc = got < 0 ? got : rc;       /* out of memory: keep the rest unread */
+				p->threads[kept++] = *r;
+			}
+		}
+		p->nthreads = kept;
+		if (rc == 0 && lost)
+			rc = list_proc(s, p, false);   /* find who replaced them */
+	}
+	p->gated_since_read = false;
+	p->gated_cpu_ns = 0;
+	return rc;
 }
 
 /* Finds PID among the previous cycle's processes (sorted by pid). */
@@ -312,8 +485,8 @@ static struct proc_rec *find_proc(struct sampler *s, pid_t pid)
 	return lo < s->nprocs && s->procs[lo].pid == pid ? &s->procs[lo] : NULL;
 }
 
-/* Carries the task directories of processes that are still the same over
- * to this cycle's list and closes the others. */
+/* Carries the processes that are still the same over to this cycle's list
+ * and closes the others. */
 static int update_procs(struct sampler *s, const struct watch_proc *procs, size_t nprocs)
 {
 	size_t n = 0;
@@ -334,22 +507,27 @@ static int update_procs(struct sampler *s, const struct watch_proc *procs, size_
 		struct proc_rec *old = find_proc(s, procs[i].pid);
 		struct proc_rec *p = &s->next_procs[n];
 
-		if (old && old->start_ticks == procs[i].start_ticks) {
+		if (old && old->task_fd >= 0 && old->start_ticks == procs[i].start_ticks) {
 			*p = *old;
-			old->tasks = NULL;
+			old->task_fd = -1;       /* moved */
+			old->threads = NULL;
+			old->nthreads = old->cap = 0;
 		} else {
 			char path[32];
 			snprintf(path, sizeof path, "/proc/%d/task", (int)procs[i].pid);
 			*p = (struct proc_rec){ .pid = procs[i].pid, .start_ticks = procs[i].start_ticks,
-			                        .tasks = opendir(path) };
-			if (!p->tasks)
+			                        .task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
+			if (p->task_fd < 0)
 				continue;        /* gone since watch_resolve */
+			/* Reading another process's CPU clock needs no privilege. */
+			p->clock_ok = clock_getcpuclockid(p->pid, &p->clock) == 0;
 		}
+		p->gate = procs[i].gate;
+		p->index = i;
 		n++;
 	}
 	for (size_t i = 0; i < s->nprocs; i++)
-		if (s->procs[i].tasks)
-			closedir(s->procs[i].tasks);
+		close_proc(s, &s->procs[i]);
 	struct proc_rec *t = s->procs;
 	s->procs = s->next_procs;
 	s->next_procs = t;
@@ -357,35 +535,16 @@ static int update_procs(struct sampler *s, const struct watch_proc *procs, size_
 	return 0;
 }
 
-/* Forgets the threads not read this cycle: exited, or of a process no
- * longer watched. */
-static void sweep_threads(struct sampler *s)
-{
-	for (size_t i = 0; i < s->cap;) {
-		if (s->slots[i].tid && s->slots[i].seen != s->cycle)
-			remove_thread(s, &s->slots[i]);   /* may shift another entry into i */
-		else
-			i++;
-	}
-}
-
 int sampler_cycle(struct sampler *s, const struct watch_proc *procs, size_t nprocs,
                   const struct sampler_thread **out, size_t *nout)
 {
 	int rc = 0;
 
-	s->cycle++;
-	if (s->cycle == 0)
-		s->cycle = 1;            /* 0 means "never read" */
 	s->nout = 0;
 	if (update_procs(s, procs, nprocs) < 0)
 		return -ENOMEM;
-	for (size_t i = 0, j = 0; i < s->nprocs && rc == 0; i++) {
-		while (procs[j].pid != s->procs[i].pid)
-			j++;             /* both sorted; s->procs is a subset */
-		rc = sample_proc(s, &s->procs[i], j);
-	}
-	sweep_threads(s);
+	for (size_t i = 0; i < s->nprocs && rc == 0; i++)
+		rc = sample_proc(s, &s->procs[i]);
 	*out = s->out;
 	*nout = s->nout;
 	return rc;

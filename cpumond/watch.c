@@ -23,10 +23,12 @@ struct watch {
 	int nitems;
 	int item_ruid, item_exe, item_cmdline;   /* index in items, or -1 */
 	bool scan_all;           /* some watch selects by more than pid/pidfile */
+	bool direct;             /* pids only, and comm at most: /proc/PID/stat, no libproc2 */
 	pid_t self;
 	struct watch_proc *procs;
 	size_t nprocs, cap;
 	pid_t *pidfile_pids;     /* per watch: what its pidfile said this cycle */
+	pid_t *said_missing;     /* per watch: the pid last logged as not watched */
 };
 
 static bool watch_is_by_pid(const struct watch_config *wc)
@@ -51,7 +53,9 @@ int watch_new(const struct config *cfg, struct watch **out)
 	w->cfg = cfg;
 	w->self = getpid();
 	w->pidfile_pids = calloc(cfg->nwatches, sizeof *w->pidfile_pids);
-	if (!w->pidfile_pids) {
+	w->said_missing = calloc(cfg->nwatches, sizeof *w->said_missing);
+	if (!w->pidfile_pids || !w->said_missing) {
+		free(w->said_missing);
 		free(w);
 		return -ENOMEM;
 	}
@@ -61,6 +65,15 @@ int watch_new(const struct config *cfg, struct watch **out)
 		need_exe |= wc->exe != NULL;
 		need_cmdline |= wc->cmdline != NULL;
 		w->scan_all |= !watch_is_by_pid(wc);
+	}
+	/* Watches by pid or pidfile that need at most the comm read one stat
+	 * file per pid themselves: libproc2's buffers (~470 KiB of heap:
+	 * two 128 KiB read buffers, its stacks and hash tables, measured with
+	 * massif) would be a quarter of the daemon's anonymous memory. */
+	w->direct = !w->scan_all && !need_ruid && !need_exe && !need_cmdline;
+	if (w->direct) {
+		*out = w;
+		return 0;
 	}
 	add_item(w, PIDS_ID_PID);
 	add_item(w, PIDS_TICS_BEGAN);
@@ -83,9 +96,11 @@ void watch_free(struct watch *w)
 {
 	if (!w)
 		return;
-	procps_pids_unref(&w->info);
+	if (w->info)
+		procps_pids_unref(&w->info);
 	free(w->procs);
 	free(w->pidfile_pids);
+	free(w->said_missing);
 	free(w);
 }
 
@@ -136,7 +151,8 @@ static bool watch_matches(const struct watch *w, const struct watch_config *wc,
 	return true;
 }
 
-static int push_proc(struct watch *w, const struct pids_stack *stack, pid_t pid, size_t watch)
+static int add_proc(struct watch *w, pid_t pid, unsigned long long start_ticks, size_t watch,
+                    const char *comm)
 {
 	struct watch_proc *p;
 
@@ -150,10 +166,111 @@ static int push_proc(struct watch *w, const struct pids_stack *stack, pid_t pid,
 	}
 	p = &w->procs[w->nprocs++];
 	p->pid = pid;
-	p->start_ticks = PIDS_VAL(ITEM_TICS_BEGAN, ull_int, stack, w->info);
+	p->start_ticks = start_ticks;
 	p->watch = watch;
-	snprintf(p->comm, sizeof p->comm, "%s", PIDS_VAL(ITEM_CMD, str, stack, w->info));
+	/* A process belongs to its first matching watch only, so that watch's
+	 * threshold is the only one that applies to its threads. */
+	p->gate = w->cfg->watches[watch].threshold;
+	snprintf(p->comm, sizeof p->comm, "%s", comm);
 	return 0;
+}
+
+static int push_proc(struct watch *w, const struct pids_stack *stack, pid_t pid, size_t watch)
+{
+	return add_proc(w, pid, PIDS_VAL(ITEM_TICS_BEGAN, ull_int, stack, w->info), watch,
+	                PIDS_VAL(ITEM_CMD, str, stack, w->info));
+}
+
+/* /proc/PID/stat, from fs/proc/array.c (comm may hold spaces and
+ * parentheses: it ends at the last ')'):
+ *   "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 120 0 0 0 3 1 0 0 20 0 7 0 81234 ..."
+ * field 9 is the flags, field 22 the start time in clock ticks since boot.
+ * Returns 0, or -EINVAL. */
+static int parse_stat(const char *buf, char comm[16], unsigned long *flags,
+                      unsigned long long *start_ticks)
+{
+	const char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+	size_t len;
+
+	if (!open || !close || close < open || close[1] != ' ')
+		return -EINVAL;
+	len = (size_t)(close - open - 1);
+	if (len > 15)
+		len = 15;
+	memcpy(comm, open + 1, len);
+	comm[len] = '\0';
+	if (sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u "
+	           "%*d %*d %*d %*d %*d %*d %llu", flags, start_ticks) != 2)
+		return -EINVAL;
+	return 0;
+}
+
+/* The direct way for pid and pidfile watches: one read of the leader's
+ * stat per pid asked for. */
+static int resolve_direct(struct watch *w)
+{
+	const struct config *cfg = w->cfg;
+
+	w->nprocs = 0;
+	for (size_t i = 0; i < cfg->nwatches; i++) {
+		const struct watch_config *wc = &cfg->watches[i];
+		pid_t pid = wc->pid ? wc->pid : w->pidfile_pids[i];
+		unsigned long long start;
+		unsigned long flags;
+		char path[48], buf[1024], comm[16];
+		ssize_t n;
+		int fd;
+
+		if (pid <= 0 || pid == w->self || (wc->pidfile && w->pidfile_pids[i] != pid))
+			continue;
+		/* The leader thread's stat, not the process's: /proc/PID/stat sums
+		 * every thread's times and faults, 200 µs at 1,000 threads (strace
+		 * -T), which was most of a gated cycle; the leader's start time,
+		 * comm and flags are the process's, read in constant time.  A
+		 * zombie leader still has its stat. */
+		snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)pid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;        /* no such process */
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		if (parse_stat(buf, comm, &flags, &start) < 0 || (flags & PF_KTHREAD))
+			continue;
+		if (wc->comm && strcmp(wc->comm, comm) != 0)
+			continue;
+		if (add_proc(w, pid, start, i, comm) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* A pid or pidfile watch whose pid is not among this cycle's processes: the
+ * process is gone, or is not the program the watch's other selectors name.
+ * Said once per pid, so that a stale pidfile does not fill the log. */
+static void say_missing(struct watch *w)
+{
+	const struct config *cfg = w->cfg;
+
+	for (size_t i = 0; i < cfg->nwatches; i++) {
+		const struct watch_config *wc = &cfg->watches[i];
+		pid_t pid = wc->pid ? wc->pid : w->pidfile_pids[i];
+		bool found = false;
+
+		if ((!wc->pid && !wc->pidfile) || pid <= 0 || pid == w->self)
+			continue;
+		for (size_t k = 0; k < w->nprocs && !found; k++)
+			found = w->procs[k].pid == pid;
+		if (found) {
+			w->said_missing[i] = 0;
+		} else if (w->said_missing[i] != pid) {
+			w->said_missing[i] = pid;
+			log_msg(LOG_WARNING, "[watch %s] %s%s names pid %d, which is gone or is not "
+			        "the program the watch's other selectors name: not watched", wc->name,
+			        wc->pidfile ? "pidfile " : "pid", wc->pidfile ? wc->pidfile : "", (int)pid);
+		}
+	}
 }
 
 static int cmp_proc(const void *a, const void *b)
@@ -186,6 +303,20 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 	for (size_t i = 0; i < cfg->nwatches; i++) {
 		const struct watch_config *wc = &cfg->watches[i];
 		pidfile_pids[i] = wc->pidfile ? read_pidfile(wc->pidfile) : 0;
+	}
+	if (w->direct) {
+		int rc = resolve_direct(w);
+		if (rc < 0)
+			return rc;
+		/* Sorted by pid, then by watch: the first watch of a pid stays.
+		 * (procs is NULL until a first match: qsort wants a pointer.) */
+		if (w->nprocs > 1)
+			qsort(w->procs, w->nprocs, sizeof *w->procs, cmp_proc);
+		say_missing(w);
+		drop_duplicates(w);
+		*procs = w->procs;
+		*n = w->nprocs;
+		return 0;
 	}
 	if (w->scan_all) {
 		fetch = procps_pids_reap(w->info, PIDS_FETCH_TASKS_ONLY);
@@ -226,7 +357,9 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 			break;
 		}
 	}
-	qsort(w->procs, w->nprocs, sizeof *w->procs, cmp_proc);
+	if (w->nprocs > 1)
+		qsort(w->procs, w->nprocs, sizeof *w->procs, cmp_proc);
+	say_missing(w);
 	drop_duplicates(w);
 	*procs = w->procs;
 	*n = w->nprocs;

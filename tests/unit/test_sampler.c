@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -44,6 +45,37 @@ static void test_parse_schedstat(void **state)
 	assert_int_equal(sampler_parse_schedstat("12 x 3\n", &run, &delay), -EINVAL);
 	assert_int_equal(sampler_parse_schedstat("a 1 2\n", &run, &delay), -EINVAL);
 	assert_int_equal(sampler_parse_schedstat("99999999999999999999999 1 2\n", &run, &delay), -EINVAL);
+}
+
+static void test_gate_arithmetic(void **state)
+{
+	(void)state;
+	/* Gated when the whole process used no more than the gate, exactly. */
+	assert_true(sampler_gated(0, 3000000000u, 800));
+	assert_true(sampler_gated(2400000000u, 3000000000u, 800));        /* 800.0‰ */
+	assert_false(sampler_gated(2400000001u, 3000000000u, 800));       /* 800.0000003‰ */
+	assert_false(sampler_gated(2401000000u, 3000000000u, 800));       /* rounds to 800 */
+	assert_true(sampler_gated(2999999999u, 3000000000u, 1000));
+	/* No gate, or no time elapsed: never gated. */
+	assert_false(sampler_gated(0, 3000000000u, 0));
+	assert_false(sampler_gated(0, 3000000000u, -5));
+	assert_false(sampler_gated(0, 0, 800));
+	/* Several hot threads: the process may use more than one core. */
+	assert_false(sampler_gated(6000000000u, 3000000000u, 1000));
+}
+
+static void test_usage_after_gate(void **state)
+{
+	(void)state;
+	/* The process idled while gated: the usage is exact. */
+	assert_int_equal(sampler_usage_after_gate(2700000000u, 0, 3000000000u), 900);
+	/* It used 30 ms while gated: taken off, as the thread may have used it. */
+	assert_int_equal(sampler_usage_after_gate(2700000000u, 30000000u, 3000000000u), 890);
+	/* More used while gated than the thread's delta: 0, not a wrap. */
+	assert_int_equal(sampler_usage_after_gate(1000, 2000, 3000000000u), 0);
+	/* The delta spans gated cycles too: still clamped to one core. */
+	assert_int_equal(sampler_usage_after_gate(9000000000u, 0, 3000000000u), 1000);
+	assert_int_equal(sampler_usage_after_gate(5, 0, 0), 0);
 }
 
 static atomic_int burner_stop;
@@ -136,6 +168,131 @@ static void test_threads_appear_burn_and_vanish(void **state)
 	sampler_free(s);
 }
 
+/* A thread that waits for its cue, then burns until told to stop. */
+struct cued { atomic_int go, stop, tid; pthread_t th; };
+
+static void *cued_main(void *arg)
+{
+	struct cued *c = arg;
+	volatile unsigned long x = 0;
+
+	atomic_store(&c->tid, (int)syscall(SYS_gettid));
+	while (!atomic_load(&c->go) && !atomic_load(&c->stop))
+		sleep_ms(1);
+	while (!atomic_load(&c->stop))
+		x++;
+	return NULL;
+}
+
+static void cued_start(struct cued *c, bool go)
+{
+	atomic_store(&c->go, go);
+	atomic_store(&c->stop, 0);
+	atomic_store(&c->tid, 0);
+	assert_int_equal(pthread_create(&c->th, NULL, cued_main, c), 0);
+	while (!atomic_load(&c->tid))
+		sleep_ms(1);
+}
+
+static void cued_end(struct cued *c)
+{
+	atomic_store(&c->stop, 1);
+	pthread_join(c->th, NULL);
+}
+
+static void test_gated_process(void **state)
+{
+	struct sampler *s = sampler_new();
+	/* This test process, under a gate of 50‰: it idles between cycles (its
+	 * waiting thread polls every ms), and two burners get more than 5 % of
+	 * a core even on a loaded machine. */
+	struct watch_proc self = { .pid = getpid(), .start_ticks = 1, .gate = 50 };
+	const struct sampler_thread *t, *w;
+	struct cued waker, newborn;
+	size_t n;
+	uint64_t waker_key;
+	(void)state;
+
+	cued_start(&waker, false);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_int_equal(n, 2);                  /* the first cycle always reads */
+	waker_key = find(t, n, atomic_load(&waker.tid))->key;
+	assert_false(t[0].gated);
+
+	/* Idle: gated.  The threads come out unread, with the same keys and
+	 * the process's usage as their bound. */
+	sleep_ms(200);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_int_equal(n, 2);
+	w = find(t, n, atomic_load(&waker.tid));
+	assert_non_null(w);
+	assert_true(w->gated);
+	assert_int_equal(w->key, waker_key);
+	assert_in_range(w->usage, 0, 50);
+	assert_int_equal(w->run_delay, -1);
+
+	/* A known thread turns hot and a new one is born hot, both while the
+	 * process is gated: the next cycle reads again; the known thread's usage
+	 * is already there (a lower bound), the newborn's comes one cycle later,
+	 * as for any new thread. */
+	atomic_store(&waker.go, 1);
+	cued_start(&newborn, true);
+	sleep_ms(300);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_int_equal(n, 3);
+	w = find(t, n, atomic_load(&waker.tid));
+	assert_false(w->gated);
+	assert_int_equal(w->key, waker_key);
+	/* Any CPU the waker got shows: the process used next to nothing while
+	 * gated, so little is taken off (the amount depends on the machine's
+	 * load, so only "some" is checked). */
+	assert_in_range(w->usage, 1, 1000);
+	w = find(t, n, atomic_load(&newborn.tid));
+	assert_non_null(w);
+	assert_false(w->gated);
+	assert_int_equal(w->usage, -1);
+
+	sleep_ms(200);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_in_range(find(t, n, atomic_load(&newborn.tid))->usage, 0, 1000);
+	cued_end(&waker);
+	cued_end(&newborn);
+	sampler_free(s);
+}
+
+static void test_thread_replaced_same_count(void **state)
+{
+	struct sampler *s = sampler_new();
+	struct watch_proc self = { .pid = getpid(), .start_ticks = 1 };
+	const struct sampler_thread *t;
+	struct cued a, b;
+	size_t n;
+	pid_t a_tid;
+	(void)state;
+
+	cued_start(&a, false);
+	a_tid = atomic_load(&a.tid);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(sampler_open_fds(s), 3);
+
+	/* One thread ends and another starts: the count is the same, but the
+	 * ended one cannot be read, so the task directory is listed again. */
+	cued_end(&a);
+	cued_start(&b, false);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_int_equal(n, 2);
+	assert_non_null(find(t, n, getpid()));
+	assert_int_not_equal(find(t, n, getpid())->usage, -1);
+	assert_non_null(find(t, n, atomic_load(&b.tid)));
+	assert_int_equal(find(t, n, atomic_load(&b.tid))->usage, -1);
+	if (atomic_load(&b.tid) != a_tid)
+		assert_null(find(t, n, a_tid));
+	assert_int_equal(sampler_open_fds(s), 3);
+	cued_end(&b);
+	sampler_free(s);
+}
+
 static void test_vanished_process_is_skipped(void **state)
 {
 	struct sampler *s = sampler_new();
@@ -154,7 +311,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_permille),
 		cmocka_unit_test(test_parse_schedstat),
+		cmocka_unit_test(test_gate_arithmetic),
+		cmocka_unit_test(test_usage_after_gate),
 		cmocka_unit_test(test_threads_appear_burn_and_vanish),
+		cmocka_unit_test(test_gated_process),
+		cmocka_unit_test(test_thread_replaced_same_count),
 		cmocka_unit_test(test_vanished_process_is_skipped),
 	};
 	return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
