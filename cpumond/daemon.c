@@ -662,8 +662,11 @@ static int wait_until(const sigset_t *set, uint64_t deadline_ms)
 	struct timespec ts;
 	int sig;
 
-	if (deadline_ms <= now)
-		return 0;
+	/* Already late (dumps slower than sample_interval keep an episode always
+	 * due): still take a pending signal, with a zero timeout, or SIGTERM
+	 * would wait for a loop that never idles. */
+	if (deadline_ms < now)
+		deadline_ms = now;
 	ts.tv_sec = (time_t)((deadline_ms - now) / 1000);
 	ts.tv_nsec = (long)((deadline_ms - now) % 1000) * 1000000;
 	sig = sigtimedwait(set, NULL, &ts);
@@ -703,7 +706,7 @@ static int daemon_run(struct daemon *d)
 		log_msg(LOG_ERR, "cannot start: out of memory or /proc unreadable");
 		return EXIT_PROC;
 	}
-	doctor_preflight(d->cfg);   /* logs what stops ptrace; never fatal */
+	doctor_preflight(d->cfg, d->watch);   /* logs what stops ptrace; never fatal */
 	log_msg(LOG_INFO, "cpumond %s started: %zu watches, interval %" PRIu64 " ms, database %s",
 	        CPUMOND_VERSION, d->cfg->nwatches, d->cfg->interval_ms, database_path(d));
 

@@ -635,26 +635,20 @@ static void check_database(struct reporter *rp, const char *db)
 	}
 }
 
-static int run_checks(const struct config *cfg, struct reporter *rp, bool full)
+static int run_checks(const struct config *cfg, struct watch *w, struct reporter *rp, bool full)
 {
 	struct tally access = { 0 }, traced = { 0 }, exes = { 0 };
 	const struct watch_proc *procs;
 	struct doctor_status self = { 0 };
 	struct doctor_result r;
-	struct watch *w;
 	char **seen = NULL;
 	size_t n = 0, nseen = 0;
 	int e;
 
 	check_self(rp, &self);
-	e = watch_new(cfg, &w);
+	e = watch_resolve(w, &procs, &n);
 	if (e < 0)
 		return e;
-	e = watch_resolve(w, &procs, &n);
-	if (e < 0) {
-		watch_free(w);
-		return e;
-	}
 	if (n == 0) {
 		set(&r, DOCTOR_WARN, "no process matches the %zu watches of %s now", cfg->nwatches,
 		    cfg->path ? cfg->path : "the configuration");
@@ -675,21 +669,26 @@ static int run_checks(const struct config *cfg, struct reporter *rp, bool full)
 	for (size_t i = 0; i < nseen; i++)
 		free(seen[i]);
 	free(seen);
-	watch_free(w);
 	return rp->failures;
 }
 
 int doctor_run(const struct config *cfg, FILE *out)
 {
 	struct reporter rp = { .out = out };
+	struct watch *w;
+	int e = watch_new(cfg, &w);
 
-	return run_checks(cfg, &rp, true);
+	if (e < 0)
+		return e;
+	e = run_checks(cfg, w, &rp, true);
+	watch_free(w);
+	return e;
 }
 
-int doctor_preflight(const struct config *cfg)
+int doctor_preflight(const struct config *cfg, struct watch *w)
 {
 	struct reporter rp = { .out = NULL };
-	int e = run_checks(cfg, &rp, false);
+	int e = run_checks(cfg, w, &rp, false);
 
 	if (e < 0) {
 		log_errno(LOG_WARNING, -e, "cannot check access to the watched processes");

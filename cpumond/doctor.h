@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "config/config.h"
+#include "cpumond/watch.h"
 
 enum doctor_level { DOCTOR_OK, DOCTOR_WARN, DOCTOR_FAIL };
 
@@ -93,9 +94,9 @@ void doctor_check_db_file(const char *path, int err, unsigned mode, struct docto
  * when the processes cannot be listed. */
 int doctor_run(const struct config *cfg, FILE *out);
 
-/* The checks the daemon runs before READY (not the executables' ELF):
- * logs one warning per failed check through log_msg and returns how many
- * failed.  Never fatal. */
-int doctor_preflight(const struct config *cfg);
+/* The checks the daemon runs before READY (not the executables' ELF), on
+ * the processes its own resolver W finds for CFG: logs one warning per
+ * failed check through log_msg and returns how many failed.  Never fatal. */
+int doctor_preflight(const struct config *cfg, struct watch *w);
 
 #endif
