@@ -14,52 +14,19 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from testlib import check, poll, ptrace_allowed, results, skip, summary  # noqa: E402,F401
+
 LONG = os.environ.get("FAULTS_LONG", "") not in ("", "0")
-results = {"passed": 0, "failed": 0, "skipped": 0}
-
-
-def check(name, cond, why=""):
-    if cond:
-        results["passed"] += 1
-        print(f"ok - {name}", flush=True)
-    else:
-        results["failed"] += 1
-        print(f"not ok - {name}: {why}", flush=True)
-    return cond
-
-
-def skip(name, why):
-    results["skipped"] += 1
-    print(f"skip - {name}: {why}", flush=True)
 
 
 def note(text):
     """A figure for the report: "# text" lines are not checks."""
     print(f"# {text}", flush=True)
-
-
-def poll(fn, timeout, step=0.1):
-    """Calls fn until it returns something true or timeout seconds pass."""
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > end:
-            return v
-        time.sleep(step)
-
-
-def ptrace_allowed():
-    if os.geteuid() == 0:
-        return True, ""
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            scope = int(f.read())
-    except OSError:
-        return True, ""
-    return scope == 0, f"not root and kernel.yama.ptrace_scope={scope}"
 
 
 def start_target(argv, env=None, timeout=20):
@@ -299,5 +266,4 @@ def main(tests):
                 import traceback
                 traceback.print_exc()
                 check(f"{t.__name__} ran to its end", False, repr(e))
-    print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped")
-    return 1 if results["failed"] else 0
+    return summary()
