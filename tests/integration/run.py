@@ -397,12 +397,14 @@ pid = {pid}
         check("episodes: tail --json has samples and one key stack",
               o.get("samples", 0) >= 10 and len(keys) == 1 and keys[0]["stack_hash"] == o.get("stack_hash")
               and sum(x["count"] for x in o["stacks"]) == o["samples"], p.stdout[:500])
-        # report ranks chain A first under every grouping; only --by entry
-        # cannot tell them apart (both run under hot_main).
+        # report ranks chain A before chain B under every grouping.  Both
+        # chains run under hot_main in the one thread: for --by entry the
+        # ignore list names hot_main too, so each chain's root is its entry.
         ignore = r"^(start_thread|__clone3?|clone3?)$"
         for by in ("exact", "signature", "top-frame", "entry"):
+            regex = ignore if by != "entry" else r"^(start_thread|__clone3?|clone3?|hot_main)$"
             p = subprocess.run([cpumond, "report", "-d", db, "--by", by, "--json", "--top", "0",
-                                "--ignore", ignore], capture_output=True, text=True, timeout=30)
+                                "--ignore", regex], capture_output=True, text=True, timeout=30)
             groups = []
             for line in p.stdout.splitlines():
                 try:
@@ -412,11 +414,8 @@ pid = {pid}
             names = [[f.get("symbol") for f in g.get("frames", [])] for g in groups]
             first_a = next((i for i, n in enumerate(names) if "chain_a_leaf" in n), None)
             first_b = next((i for i, n in enumerate(names) if "chain_b_leaf" in n), None)
-            if by == "entry":
-                ok = first_a == 0
-            else:
-                ok = first_a == 0 and first_b is not None and first_b > 0
-            check(f"report --by {by} ranks chain A first", p.returncode == 0 and ok,
+            check(f"report --by {by} ranks chain A, then chain B",
+                  p.returncode == 0 and first_a == 0 and first_b is not None and first_b > 0,
                   f"exit {p.returncode} {p.stderr[:200]} {names[:3]}")
         check("episode: thread runs, untraced",
               thread_status(pid, hot[0])["State"][0] != "t" and thread_status(pid, hot[0])["TracerPid"] == "0",
