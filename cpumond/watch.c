@@ -266,9 +266,13 @@ static void say_missing(struct watch *w)
 			w->said_missing[i] = 0;
 		} else if (w->said_missing[i] != pid) {
 			w->said_missing[i] = pid;
-			log_msg(LOG_WARNING, "[watch %s] %s%s names pid %d, which is gone or is not "
-			        "the program the watch's other selectors name: not watched", wc->name,
-			        wc->pidfile ? "pidfile " : "pid", wc->pidfile ? wc->pidfile : "", (int)pid);
+			if (wc->pidfile)
+				log_msg(LOG_WARNING, "[watch %s] pidfile %s names pid %d, which is gone "
+				        "or is not the program the watch's other selectors name: not "
+				        "watched", wc->name, wc->pidfile, (int)pid);
+			else
+				log_msg(LOG_WARNING, "[watch %s] pid %d is gone or is not the program the "
+				        "watch's other selectors name: not watched", wc->name, (int)pid);
 		}
 	}
 }
