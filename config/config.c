@@ -391,10 +391,58 @@ static int set_global(struct parser *p, enum key key, const char *value)
 }
 
 /* Compiles VALUE into *RE and keeps its text in *TEXT. */
+/* glibc's regcomp expands repetitions into copies of the repeated part:
+ * "((a{99}){99}){99}" and a run of forty '+' both took more than 2 GiB
+ * (found by fuzz_config).  Each {n,m} copies its operand m times and each
+ * '+' twice, so the product of those factors bounds the expansion however
+ * they nest; a config line is at most 200 bytes, so the product bounds the
+ * memory too.  Real selectors stay far below the limit. */
+#define REGEX_REPEAT_MAX 1000
+
+static uint64_t regex_repeat_product(const char *re)
+{
+	uint64_t product = 1;
+
+	for (const char *c = re; *c && product <= REGEX_REPEAT_MAX; c++) {
+		if (*c == '\\' && c[1]) {
+			c++;                    /* an escaped character is literal */
+		} else if (*c == '[') {
+			/* A bracket expression: "]" first in it is literal. */
+			c += c[1] == '^' ? 2 : 1;
+			if (*c == ']')
+				c++;
+			while (*c && *c != ']')
+				c++;
+			if (!*c)
+				break;
+		} else if (*c == '+') {
+			product *= 2;
+		} else if (*c == '{') {
+			char *end;
+			unsigned long lo = strtoul(c + 1, &end, 10), hi = lo;
+
+			if (*end == ',')
+				hi = end[1] == '}' ? lo + 1 : strtoul(end + 1, &end, 10);
+			if (hi < lo)
+				hi = lo;
+			product *= hi > 1 ? hi : 1;
+		}
+	}
+	return product;
+}
+
 static int set_regex(struct parser *p, enum key key, const char *value, regex_t *re,
                      char **text)
 {
-	int rc = regcomp(re, value, REG_EXTENDED | REG_NOSUB);
+	int rc;
+
+	if (regex_repeat_product(value) > REGEX_REPEAT_MAX) {
+		report(p, p->lineno, "%s: regex \"%s\" repeats too much: its repetitions "
+		       "({n,m} m times, + twice) multiply to more than %d", keys[key].name, value,
+		       REGEX_REPEAT_MAX);
+		return -EINVAL;
+	}
+	rc = regcomp(re, value, REG_EXTENDED | REG_NOSUB);
 
 	if (rc) {
 		char msg[128];

@@ -258,6 +258,15 @@ static void test_errors(void **state)
 		  "cooldown, database, max_frames, sample_interval, episode_samples, "
 		  "max_dumps_per_second, retention, max_database_size, journal, metrics_file or "
 		  "event_log)\n" },
+		{ "[cpumond]\n[watch x]\ncmdline = ((a{99}){99}){99}\n",
+		  "t.conf:3: cmdline: regex \"((a{99}){99}){99}\" repeats too much: its "
+		  "repetitions ({n,m} m times, + twice) multiply to more than 1000\n" },
+		{ "[cpumond]\n[report]\nignore = x{1001}\n" WATCH,
+		  "t.conf:3: ignore: regex \"x{1001}\" repeats too much: its "
+		  "repetitions ({n,m} m times, + twice) multiply to more than 1000\n" },
+		{ "[cpumond]\n[watch x]\ncmdline = a++++++++++\n",
+		  "t.conf:3: cmdline: regex \"a++++++++++\" repeats too much: its "
+		  "repetitions ({n,m} m times, + twice) multiply to more than 1000\n" },
 		{ "[cpumond]\nretention = forever\n" WATCH,
 		  "t.conf:2: retention: \"forever\" is not a duration (such as 250ms, 3s, 2min, 1h, "
 		  "1d)\n" },
