@@ -832,12 +832,16 @@ int config_parse_string(const char *text, const char *name, struct config *cfg, 
 	return rc;
 }
 
-/* "KEY = VALUE".  inih reads ';' after a blank as the start of a comment,
- * so a value that begins with ';' goes right after the '=' to be read back
- * as it is (found by tests/fuzz/fuzz_config.c). */
+/* "KEY = VALUE", read back as it is (both found by tests/fuzz/fuzz_config.c):
+ * inih reads ';' after a blank as the start of a comment, so a value that
+ * begins with ';' goes right after the '='; and a line fits inih's buffer
+ * (200 bytes with its NUL in Debian's build), so a value that fitted as
+ * "KEY=VALUE" is not printed with blanks that would make it too long. */
 static void put_string(FILE *out, const char *key, const char *value)
 {
-	fprintf(out, "%s =%s%s\n", key, value[0] == ';' ? "" : " ", value);
+	bool tight = value[0] == ';' || strlen(key) + strlen(value) + 3 > 199;
+
+	fprintf(out, "%s%s%s\n", key, tight ? "=" : " = ", value);
 }
 
 void config_print(const struct config *cfg, FILE *out)
