@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "number.h"
+
 static int log_fd = -1;
 static int life_min = 500, life_max = 5500;
 static atomic_int hot_wanted, hot_running;
@@ -103,18 +105,10 @@ static int start_thread(pthread_attr_t *attr, int hot)
 	return r;
 }
 
+/* A whole number in LO..HI for option WHAT, or exit 2. */
 static int number(const char *s, int lo, int hi, const char *what)
 {
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi) {
-		fprintf(stderr, "churn: %s must be a number in %d..%d, not \"%s\"\n", what, lo, hi, s);
-		exit(2);
-	}
-	return (int)v;
+	return target_number("churn", s, lo, hi, what);
 }
 
 int main(int argc, char **argv)

@@ -34,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "number.h"
+
 #if defined(__clang__)
 #define CHAIN __attribute__((noinline))
 #else
@@ -154,18 +156,10 @@ static void *idle_main(void *arg)
 	return NULL;
 }
 
+/* A whole number in LO..HI for option WHAT, or exit 2. */
 static int number(const char *s, int lo, int hi, const char *what)
 {
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi) {
-		fprintf(stderr, "faulty: %s must be a number in %d..%d, not \"%s\"\n", what, lo, hi, s);
-		exit(2);
-	}
-	return (int)v;
+	return target_number("faulty", s, lo, hi, what);
 }
 
 int main(int argc, char **argv)
