@@ -4,6 +4,7 @@
  * target (../shared/bench/pausemeter) saw.
  *
  *   stop_bench --pid P --tid T [--reps N] [--gap-ms G] [--windows FILE]
+ *              [--registers-only]
  *
  * Appends to FILE one line per dump:
  *   win cpumond T_INTERRUPT_NS T_DETACH_NS STOP_NS NFRAMES NAMED CALL_NS
@@ -11,11 +12,17 @@
  * CALL_NS is the whole stackdump_thread call, unwinding and naming
  * included; NAMED is 1 when the stack names pm_hot_loop), and
  * prints a summary line with the tracer's own stop times.
+ *
+ * --registers-only: cpumond's stop with nothing copied but the registers
+ * (stackdump/snapshot.c with a zero-byte stack copy, no unwinding), the
+ * floor of its way of stopping; lines say "regs" instead of "cpumond".
  */
+#include "stackdump/snapshot.h"
 #include "stackdump/stackdump.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,28 +43,55 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The stop of snapshot_take alone, nothing copied but the registers. */
+static int registers_only(struct snapshot_pending *pending, pid_t pid, pid_t tid,
+                          struct stackdump_stack *st)
+{
+	struct snapshot snap = { .cap = 0 };
+
+	memset(st, 0, sizeof(*st));
+	int r = snapshot_take(pending, NULL, pid, tid, -1, NULL, &snap, st->error,
+	                      sizeof(st->error));
+	st->stop_ns = snap.stop_ns;
+	st->stop_start_ns = snap.stop_start_ns;
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	long pid = 0, tid = 0, reps = 200, gap_ms = 20;
 	const char *windows = NULL;
+	bool regs_only = false;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--pid") == 0)
-			pid = strtol(argv[i + 1], NULL, 10);
-		else if (strcmp(argv[i], "--tid") == 0)
-			tid = strtol(argv[i + 1], NULL, 10);
-		else if (strcmp(argv[i], "--reps") == 0)
-			reps = strtol(argv[i + 1], NULL, 10);
-		else if (strcmp(argv[i], "--gap-ms") == 0)
-			gap_ms = strtol(argv[i + 1], NULL, 10);
-		else if (strcmp(argv[i], "--windows") == 0)
-			windows = argv[i + 1];
+	for (int i = 1; i < argc; i++) {
+		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(opt, "--registers-only") == 0) {
+			regs_only = true;
+			continue;
+		}
+		if (!val) {
+			pid = 0;           /* an option without its value: usage */
+			break;
+		}
+		i++;
+		if (strcmp(opt, "--pid") == 0)
+			pid = strtol(val, NULL, 10);
+		else if (strcmp(opt, "--tid") == 0)
+			tid = strtol(val, NULL, 10);
+		else if (strcmp(opt, "--reps") == 0)
+			reps = strtol(val, NULL, 10);
+		else if (strcmp(opt, "--gap-ms") == 0)
+			gap_ms = strtol(val, NULL, 10);
+		else if (strcmp(opt, "--windows") == 0)
+			windows = val;
 	}
 	if (pid <= 0 || tid <= 0 || reps < 1 || reps > 100000 || gap_ms < 0) {
-		fputs("usage: stop_bench --pid P --tid T [--reps N] [--gap-ms G] [--windows FILE]\n",
-		      stderr);
+		fputs("usage: stop_bench --pid P --tid T [--reps N] [--gap-ms G] [--windows FILE] "
+		      "[--registers-only]\n", stderr);
 		return 2;
 	}
+	struct snapshot_pending pending = { 0 };
 	FILE *wf = windows ? fopen(windows, "a") : NULL;
 	struct stackdump *sd = stackdump_new();
 	uint64_t *stops = calloc((size_t)reps, sizeof(*stops));
@@ -69,7 +103,8 @@ int main(int argc, char **argv)
 	for (long i = 0; i < reps; i++) {
 		struct stackdump_stack st;
 		uint64_t t0 = now_ns();
-		int r = stackdump_thread(sd, (pid_t)pid, (pid_t)tid, 256, &st);
+		int r = regs_only ? registers_only(&pending, (pid_t)pid, (pid_t)tid, &st)
+		                  : stackdump_thread(sd, (pid_t)pid, (pid_t)tid, 256, &st);
 		uint64_t t1 = now_ns();
 		int named = 0;
 
@@ -80,21 +115,24 @@ int main(int argc, char **argv)
 		ok += r == 0;
 		stops[i] = st.stop_ns;
 		if (wf)
-			fprintf(wf, "win cpumond %" PRIu64 " %" PRIu64 " %" PRIu64 " %zu %d %" PRIu64 "\n",
-			        st.stop_start_ns, st.stop_start_ns + st.stop_ns, st.stop_ns,
+			fprintf(wf, "win %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %zu %d %" PRIu64 "\n",
+			        regs_only ? "regs" : "cpumond", st.stop_start_ns,
+			        st.stop_start_ns + st.stop_ns, st.stop_ns,
 			        st.nframes, named, t1 - t0);
 		stackdump_stack_free(&st);
 		struct timespec gap = { gap_ms / 1000, (gap_ms % 1000) * 1000000 };
 		nanosleep(&gap, NULL);
 		stackdump_poll(sd);
+		snapshot_poll(&pending);
 	}
 	qsort(stops, (size_t)reps, sizeof(*stops), cmp_u64);
-	printf("tool=cpumond reps=%ld ok=%ld stop_med_us=%.1f stop_p99_us=%.1f stop_max_us=%.1f\n",
-	       reps, ok, stops[reps / 2] / 1e3, stops[(reps * 99) / 100] / 1e3,
+	printf("tool=%s reps=%ld ok=%ld stop_med_us=%.1f stop_p99_us=%.1f stop_max_us=%.1f\n",
+	       regs_only ? "regs" : "cpumond", reps, ok, stops[reps / 2] / 1e3, stops[(reps * 99) / 100] / 1e3,
 	       stops[reps - 1] / 1e3);
 	if (wf)
 		fclose(wf);
 	free(stops);
 	stackdump_free(sd);
+	snapshot_pending_free(&pending);
 	return ok == reps ? 0 : 1;
 }

@@ -6,12 +6,13 @@ The target is ../shared/bench/pausemeter (its hot thread spins in
 clock_gettime and records every gap between two reads over 20 us, with its
 CLOCK_MONOTONIC start).  Each dump has a window (CLOCK_MONOTONIC):
 INTERRUPT..DETACH for cpumond (bench/stop_bench.c, one dumper dumping the
-same thread with a gap, as the daemon does) and for the floor (unwindbench
---mode floor: interrupt, wait, GETREGS, detach), exec..exit of the process
-for eu-stack and gdb.  Seen stop = the largest gap of the hot
-thread overlapping the window (0 below 20 us); bystander = the largest
-lateness of pausemeter's 1 ms sleeper in the same windows (non-zero above
-its baseline means a tool stopped other threads too).
+same thread with a gap, as the daemon does), for cpumond's stop with only
+the registers read (stop_bench --registers-only) and for the kit's floor
+(unwindbench --mode floor: interrupt, waitpid, GETREGS, detach),
+exec..exit of the process for eu-stack and gdb.  Seen stop = the largest gap of the hot
+thread overlapping the window (0 below 20 us); bystander = the lateness of
+pausemeter's 1 ms sleeper overlapping each window, median and max over the
+windows (above its baseline it means a tool stopped other threads too).
 
     bench/stop_bench.py [--build DIR] [--sleepers "10 1000"] [--reps N] ...
 
@@ -112,6 +113,12 @@ def windows_from(path, tool):
     return wins
 
 
+def own_stop(path, tool):
+    """The tracer's own INTERRUPT..DETACH times of TOOL's windows, median / p99."""
+    own = [(b - a) / 1e3 for a, b in windows_from(path, tool)]
+    return f"{statistics.median(own):.0f} / {pct(own, 99):.0f}" if own else "—"
+
+
 def external(cmd, reps, pause):
     """Runs CMD REPS times; returns the exec..exit windows and the last output."""
     wins, out = [], ""
@@ -151,12 +158,15 @@ def main():
     stop_bench = os.path.join(args.build, "bench", "stop_bench")
 
     print("Stop of the hot thread of pausemeter, as the target saw it (µs; 0 = under "
-          "pausemeter's 20 µs threshold).  Windows: cpumond and floor = INTERRUPT..DETACH; "
+          "pausemeter's 20 µs threshold).  Windows: cpumond, registers only and floor = "
+          "INTERRUPT..DETACH; "
           "eu-stack, gdb = exec..exit.  cpumond call = the whole stackdump_thread call "
           "(stop, unwind, names).\n")
-    print("| tool | tasks | dumps | seen stop median | p99 | max | tracer's own stop median / p99 "
-          "| bystander max lateness | stack names pm_hot_loop | cpumond call median / p99 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| tool | tasks | dumps | seen stop median | p99 | max | over 150 µs "
+          "| tracer's own stop median / p99 | bystander lateness median / max "
+          "| stack names pm_hot_loop "
+          "| cpumond call median / p99 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for s in args.sleepers.split():
             pm = PauseMeter(pausemeter, int(s), tmp)
@@ -179,6 +189,12 @@ def main():
                                         "--windows", wf], stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True, timeout=600)
                     errors += [l for l in r.stdout.splitlines() if l.startswith("stop_bench:")]
+                    # cpumond's own way of stopping with nothing but the
+                    # registers read: what the stack copy adds to it.
+                    subprocess.run([stop_bench, "--pid", str(pm.pid), "--tid", str(pm.hot),
+                                    "--reps", str(n), "--gap-ms", str(args.gap_ms),
+                                    "--windows", wf, "--registers-only"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
                     # The floor: interrupt, wait, GETREGS, detach.
                     subprocess.run([unwindbench, "--tid", str(pm.hot), "--mode", "floor", "--reps",
                                     str(n), "--gap-ms", str(args.gap_ms), "--windows", wf],
@@ -191,18 +207,19 @@ def main():
                             ext_named[name] |= "pm_hot_loop" in out
                 g = pm.gaps()
                 lines = [l.split() for l in open(wf) if l.startswith("win cpumond")]
-                own = [int(l[4]) / 1e3 for l in lines]
                 call = [int(l[7]) / 1e3 for l in lines]
                 named = sum(int(l[6]) for l in lines)
                 rows = [("cpumond stackdump (bench/stop_bench)", windows_from(wf, "cpumond"), g,
-                         f"{statistics.median(own):.0f} / {pct(own, 99):.0f}" if own else "—",
+                         own_stop(wf, "cpumond"),
                          f"{named}/{len(lines)}",
                          f"{statistics.median(call):.0f} / {pct(call, 99):.0f}" if call else "—"),
+                        ("cpumond's stop, registers only (stop_bench --registers-only)",
+                         windows_from(wf, "regs"), g, own_stop(wf, "regs"), "—", "—"),
                         ("floor (interrupt, getregs, detach)", windows_from(wf, "floor"), g,
-                         "—", "—", "—")]
+                         own_stop(wf, "floor"), "—", "—")]
                 for name, (cmd, _) in ext.items():
                     if not shutil.which(cmd[0]):
-                        print(f"| {name} | {pm.tasks} | — | not installed | | | | | | |")
+                        print(f"| {name} | {pm.tasks} | — | not installed | | | | | | | |")
                         continue
                     rows.append((name, ext_wins[name], g, "—",
                                  "yes" if ext_named[name] else "no", "—"))
@@ -210,13 +227,13 @@ def main():
                     print(f"<!-- {e} -->")
                 for name, wins, g, own, named, call in rows:
                     seen = [max_overlap(g.get("hot-0", []), a, b) / 1e3 for a, b in wins]
-                    by = max((max_overlap(g.get("bystander", []), a, b) for a, b in wins),
-                             default=0) / 1e3
+                    by = [max_overlap(g.get("bystander", []), a, b) / 1e3 for a, b in wins]
                     if not seen:
-                        print(f"| {name} | {pm.tasks} | 0 | — | | | | | | |")
+                        print(f"| {name} | {pm.tasks} | 0 | — | | | | | | | |")
                         continue
                     print(f"| {name} | {pm.tasks} | {len(seen)} | {statistics.median(seen):.0f} "
-                          f"| {pct(seen, 99):.0f} | {max(seen):.0f} | {own} | {by:.0f} | {named} "
+                          f"| {pct(seen, 99):.0f} | {max(seen):.0f} "
+                          f"| {sum(x > 150 for x in seen) / len(seen):.1%} | {own} | {statistics.median(by):.0f} / {max(by):.0f} | {named} "
                           f"| {call} |",
                           flush=True)
             finally:

@@ -1,14 +1,17 @@
 /* snapshot: the stop, and nothing but the copy inside it.  See snapshot.h.
  *
- * The window, from PTRACE_INTERRUPT to PTRACE_DETACH: wait for the stop,
- * raise to SCHED_FIFO, one PTRACE_GETREGS, one process_vm_readv of the live
- * stack, PTRACE_DETACH.  No file is opened and nothing is allocated in it.
+ * The window, from PTRACE_INTERRUPT to PTRACE_DETACH, at SCHED_FIFO: spin
+ * until the thread stops, one PTRACE_GETREGS, one process_vm_readv of the
+ * live stack, PTRACE_DETACH.  No file is opened and nothing is allocated in
+ * it; the policy switches and a read that warms the copy come before it.
  */
 #include "stackdump/snapshot.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +25,7 @@
 #include <unistd.h>
 
 /* Before sleeping, spin on waitpid(WNOHANG) this long (see wait_stop). */
-#define STOP_SPIN_NS (30 * 1000ull)
+#define STOP_SPIN_NS (500 * 1000ull)
 #define PAGE 4096u
 
 static uint64_t now_ns(void)
@@ -121,37 +124,52 @@ void snapshot_pending_free(struct snapshot_pending *pend)
 
 /* ---- the stop ---- */
 
-/* Once the thread is stopped, the calling thread runs at SCHED_FIFO 1 until
- * it is detached, when it may (CAP_SYS_NICE, or RLIMIT_RTPRIO >= 1).  On a
- * busy 2-core machine the thread woken by PTRACE_DETACH, or any other,
- * preempted the tracer inside the window: ~2 ms stops (up to a tick)
- * instead of ~60 µs.  Not while waiting for the stop: a SCHED_FIFO waiter
- * starves a target that shares its CPU (140-330 µs waits measured). */
+/* From the interrupt to the detach the calling thread runs at SCHED_FIFO 1
+ * when it may (CAP_SYS_NICE, or RLIMIT_RTPRIO >= 1), so that nothing
+ * preempts it while it waits for the stop or works inside the window.  On a
+ * busy 2-core machine a thread woken there (the one PTRACE_DETACH wakes, or
+ * any other) preempted the tracer: ~2 ms stops (up to a tick) instead of
+ * ~60 µs.  A target queued on the tracer's own CPU cannot stop while a
+ * SCHED_FIFO tracer spins there: for a target that last ran on our CPU the
+ * policy is raised only once it has stopped (dumps of a thread pinned to
+ * the tracer's CPU: 20-70 µs so, 120-240 µs and some of 4 ms raised
+ * before), and when no stop is seen after RT_WAIT_NS (the target moved to
+ * our CPU) the old policy is back for the rest of the wait.  The policy is
+ * read before the window and switched back after it, so that the window
+ * holds no scheduler call in the usual case. */
+#define RT_WAIT_NS (100 * 1000ull)
+
 struct rt_save {
-	bool changed;
+	bool allowed;            /* the old policy is known and not real-time */
+	bool raised;             /* running at SCHED_FIFO now */
 	int policy;
 	struct sched_param param;
 };
 
-static void rt_enter(struct rt_save *s)
+static void rt_init(struct rt_save *s)
 {
-	struct sched_param fifo = { .sched_priority = 1 };
 	int policy = sched_getscheduler(0);
 
-	s->changed = false;
-	if (policy < 0 || (policy & ~SCHED_RESET_ON_FORK) == SCHED_FIFO ||
-	    (policy & ~SCHED_RESET_ON_FORK) == SCHED_RR || sched_getparam(0, &s->param) < 0)
-		return;
-	if (sched_setscheduler(0, SCHED_FIFO, &fifo) == 0) {
-		s->changed = true;
-		s->policy = policy;
-	}
+	s->raised = false;
+	s->allowed = policy >= 0 && (policy & ~SCHED_RESET_ON_FORK) != SCHED_FIFO &&
+	             (policy & ~SCHED_RESET_ON_FORK) != SCHED_RR &&
+	             sched_getparam(0, &s->param) == 0;
+	s->policy = policy;
 }
 
-static void rt_leave(const struct rt_save *s)
+static void rt_raise(struct rt_save *s)
 {
-	if (s->changed)
+	struct sched_param fifo = { .sched_priority = 1 };
+
+	if (s->allowed && !s->raised)
+		s->raised = sched_setscheduler(0, SCHED_FIFO, &fifo) == 0;
+}
+
+static void rt_lower(struct rt_save *s)
+{
+	if (s->raised)
 		sched_setscheduler(0, s->policy, &s->param);
+	s->raised = false;
 }
 
 enum wait_result { WAIT_STOPPED, WAIT_EXITED, WAIT_TIMEOUT };
@@ -159,13 +177,28 @@ enum wait_result { WAIT_STOPPED, WAIT_EXITED, WAIT_TIMEOUT };
 /* Waits until the interrupted TID stops, it exits or the deadline passes,
  * never blocking in waitpid (a thread in D would hold us forever).
  *
- * A target running on another CPU stops 10-25 µs after the interrupt: spin
- * that long.  A target that shares our CPU only stops once we leave it, and
- * sched_yield() does not always give way to a CPU hog (it may not be
- * eligible to run yet): then sleep, in short naps so that its stop is seen
- * soon.  The timer slack (50 µs by default) would stretch every nap; it is
- * lowered for the wait.  Exponential naps after 2 ms bound the wake-ups. */
-static enum wait_result wait_stop(pid_t tid, uint64_t t0, int *sig)
+ * A target running on another CPU stops 10-30 µs after the interrupt: spin.
+ * Blocking or sleeping instead lets this CPU go idle, and on a virtual
+ * machine waking it again added 60-70 µs to every stop (the kit's floor
+ * blocks in waitpid: 129 µs median seen by a 1,003-thread target against
+ * 60 µs spinning, same run).  A target that shares our CPU only stops once
+ * we leave it, and sched_yield() does not always give way to a CPU hog (it
+ * may not be eligible to run yet): after STOP_SPIN_NS, sleep in short naps
+ * so that its stop is seen soon.  The timer slack (50 µs by default) would
+ * stretch every nap; it is lowered for the wait.  Exponential naps after
+ * 2 ms bound the wake-ups.
+ *
+ * BLOCK (the target last ran on our CPU, SIGCHLD blocked): sleep until the
+ * SIGCHLD that a tracee's stop sends its tracer, or the deadline.  The
+ * kernel lets the tracer it wakes run only once the stopping thread has
+ * switched out (ptrace_stop() wakes it with preemption disabled); a nap
+ * that ends while the thread is half-way through its stop preempts it
+ * there, and every ptrace request then waits for it in
+ * wait_task_inactive(), which sleeps a whole tick when the thread is
+ * queued: 4 ms stops in about 1 dump in 20 of a thread pinned to our CPU.
+ * Blocking, 600 such dumps: median 28-34 µs, none over 120 µs. */
+static enum wait_result wait_stop(pid_t tid, uint64_t t0, bool block, struct rt_save *rt,
+                                  int *sig)
 {
 	struct timespec nap = { 0, 10000 };
 	int slack = -1;
@@ -189,7 +222,18 @@ static enum wait_result wait_stop(pid_t tid, uint64_t t0, int *sig)
 			res = WAIT_TIMEOUT;
 			break;
 		}
-		if (waited < STOP_SPIN_NS) {
+		if (waited >= RT_WAIT_NS)
+			rt_lower(rt);
+		if (block) {
+			uint64_t left = SNAPSHOT_DEADLINE_NS - waited;
+			struct timespec ts = { (time_t)(left / 1000000000u),
+			                       (long)(left % 1000000000u) };
+			sigset_t chld;
+
+			sigemptyset(&chld);
+			sigaddset(&chld, SIGCHLD);
+			sigtimedwait(&chld, NULL, &ts);
+		} else if (waited < STOP_SPIN_NS) {
 			sched_yield();
 		} else {
 			if (slack < 0) {
@@ -289,7 +333,7 @@ static size_t copy_range(pid_t tid, uint64_t from, uint64_t to, unsigned char *b
 	return got > 0 ? (size_t)got : 0;
 }
 
-/* The copy of the stack inside the window.  Measured: 1-5 µs for 4-64 KiB. */
+/* The copy of the stack inside the window (see struct snapshot_hints). */
 static void copy_stack(pid_t tid, const struct procmaps *maps, struct snapshot *snap)
 {
 	uint64_t sp = snap->regs.rsp;
@@ -327,10 +371,44 @@ static useconds_t test_hold_us(void)
 	return (useconds_t)hold;
 }
 
-int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
-                  const struct procmaps *maps, struct snapshot *snap,
-                  char *err, size_t errsize)
+/* Back to the policy and signal mask of before the interrupt. */
+static void window_end(struct rt_save *rt, bool restore_mask, const sigset_t *old_mask)
 {
+	rt_lower(rt);
+	if (restore_mask)
+		pthread_sigmask(SIG_SETMASK, old_mask, NULL);
+}
+
+/* The hint slot of TID, or NULL. */
+static struct snapshot_hint *hint_find(struct snapshot_hints *hints, pid_t tid)
+{
+	for (size_t i = 0; hints && i < SNAPSHOT_HINTS; i++)
+		if (hints->v[i].tid == tid)
+			return &hints->v[i];
+	return NULL;
+}
+
+static void hint_record(struct snapshot_hints *hints, pid_t tid, const struct snapshot *snap)
+{
+	struct snapshot_hint *h = hint_find(hints, tid);
+
+	if (!hints)
+		return;
+	if (!h) {
+		h = &hints->v[hints->next];
+		hints->next = (hints->next + 1) % SNAPSHOT_HINTS;
+	}
+	h->tid = tid;
+	h->addr = snap->stack_addr;
+	h->len = snap->stack_len;
+}
+
+int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
+                  pid_t pid, pid_t tid, int cpu, const struct procmaps *maps,
+                  struct snapshot *snap, char *err, size_t errsize)
+{
+	const struct snapshot_hint *hint = hint_find(hints, tid);
+	struct rt_save rt;
 	char ebuf[64];
 	int sig = 0;
 
@@ -341,14 +419,29 @@ int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
 		set_error(err, errsize, "out of memory");
 		return -ENOMEM;
 	}
+	if (hint && hint->len)         /* warms the copy: see struct snapshot_hints */
+		copy_range(tid, hint->addr, hint->addr + (hint->len < snap->cap ? hint->len : snap->cap),
+		           snap->stack);
+	rt_init(&rt);
 	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
 		return attach_error(pid, tid, errno, err, errsize);
 
 	/* From here on every path detaches, or leaves TID on PEND for
-	 * snapshot_poll() to detach or reap. */
+	 * snapshot_poll() to detach or reap.  A target on our CPU: SIGCHLD
+	 * blocked for wait_stop(), and no SCHED_FIFO until it has stopped
+	 * (see rt_save). */
+	bool same_cpu = cpu == sched_getcpu();
+	sigset_t chld, old_mask;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (same_cpu)
+		same_cpu = pthread_sigmask(SIG_BLOCK, &chld, &old_mask) == 0;
+	else
+		rt_raise(&rt);
 	uint64_t t0 = now_ns();
 	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0) {
 		int e = errno;
+		window_end(&rt, same_cpu, &old_mask);
 		pending_add(pend, tid);  /* exiting: its exit is reported to us */
 		if (e == ESRCH) {
 			set_error(err, errsize, "tid %d exited during the dump", (int)tid);
@@ -358,8 +451,9 @@ int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
 		          errstr(e, ebuf, sizeof(ebuf)));
 		return -e;
 	}
-	enum wait_result w = wait_stop(tid, t0, &sig);
+	enum wait_result w = wait_stop(tid, t0, same_cpu, &rt, &sig);
 	if (w == WAIT_EXITED) {
+		window_end(&rt, same_cpu, &old_mask);
 		set_error(err, errsize, "tid %d exited during the dump", (int)tid);
 		return -ESRCH;             /* and waitpid reaped it */
 	}
@@ -367,17 +461,17 @@ int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
 		/* PTRACE_DETACH fails until the thread stops, and trying it
 		 * races with a signal-delivery-stop whose signal it would drop:
 		 * snapshot_poll() detaches it once waitpid reports the stop. */
+		window_end(&rt, same_cpu, &old_mask);
 		pending_add(pend, tid);
 		set_error(err, errsize, "tid %d did not stop within %llu ms; it will be "
 		          "released when it stops", (int)tid, SNAPSHOT_DEADLINE_NS / 1000000);
 		return -ETIMEDOUT;
 	}
 
-	struct rt_save rt;
-	rt_enter(&rt);
+	rt_raise(&rt);             /* if the target shared our CPU or the wait lowered it */
 	int g = ptrace(PTRACE_GETREGS, tid, NULL, &snap->regs);
 	int gerr = errno;
-	if (g == 0)
+	if (g == 0 && snap->cap > 0)
 		copy_stack(tid, maps, snap);
 	if (test_hold_us())
 		usleep(test_hold_us());
@@ -385,7 +479,7 @@ int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
 	int derr = errno;
 	snap->stop_ns = now_ns() - t0;
 	snap->stop_start_ns = t0;
-	rt_leave(&rt);
+	window_end(&rt, same_cpu, &old_mask);
 
 	if (d < 0) {
 		/* Killed while stopped (SIGKILL ends a ptrace-stop): its exit is
@@ -404,6 +498,7 @@ int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
 		          errstr(gerr, ebuf, sizeof(ebuf)));
 		return -gerr;
 	}
+	hint_record(hints, tid, snap);
 	return 0;
 }
 

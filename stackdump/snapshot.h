@@ -39,9 +39,27 @@ struct snapshot {
 	bool stack_clipped;      /* the copy ended at the end of the stack mapping
 	                            or of readable memory, not at the cap */
 	unsigned char *stack;    /* a buffer of cap bytes, the caller's */
-	size_t cap;
+	size_t cap;              /* 0: registers only (bench/stop_bench) */
 	uint64_t stop_start_ns;  /* CLOCK_MONOTONIC at PTRACE_INTERRUPT */
 	uint64_t stop_ns;        /* PTRACE_INTERRUPT .. PTRACE_DETACH */
+};
+
+/* Where the live stacks of recently dumped threads were.  Before the next
+ * stop of such a thread, its last range is read once while it runs: the
+ * copy inside the stop then finds the target's page tables and pages in
+ * this CPU's caches.  Measured on a 1,003-thread target: the in-window
+ * copy of 4.7 KiB took 15 µs median, 54 µs p99 cold, 4 and 13 µs warm. */
+#define SNAPSHOT_HINTS 16
+
+struct snapshot_hint {
+	pid_t tid;
+	uint64_t addr;
+	size_t len;
+};
+
+struct snapshot_hints {
+	struct snapshot_hint v[SNAPSHOT_HINTS];
+	unsigned next;           /* the slot a new thread takes */
 };
 
 /* Threads interrupted that have not stopped yet (not detached). */
@@ -53,12 +71,14 @@ struct snapshot_pending {
 /* Stops thread TID of process PID, copies its registers and the stack from
  * the stack pointer - SNAPSHOT_RED_ZONE up to SNAP->cap bytes (no further
  * than the end of the writable mapping of MAPS holding the stack pointer,
- * when MAPS knows it), and detaches.  Returns 0, or -errno with a message
- * in ERR: -EPERM (tracer named), -ESRCH (exited), -ETIMEDOUT (did not stop
- * in time: left on PEND), -ENOMEM, others. */
-int snapshot_take(struct snapshot_pending *pend, pid_t pid, pid_t tid,
-                  const struct procmaps *maps, struct snapshot *snap,
-                  char *err, size_t errsize);
+ * when MAPS knows it), and detaches.  CPU is the CPU the thread last ran
+ * on (/proc stat field 39), or -1.  HINTS, when not NULL, warms and
+ * records the stack range of TID.  Returns 0, or -errno with a message in
+ * ERR: -EPERM (tracer named), -ESRCH (exited), -ETIMEDOUT (did not stop in
+ * time: left on PEND), -ENOMEM, others. */
+int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
+                  pid_t pid, pid_t tid, int cpu, const struct procmaps *maps,
+                  struct snapshot *snap, char *err, size_t errsize);
 
 /* Detaches the pending threads that have stopped since (never blocks).
  * Returns how many are still pending. */

@@ -1026,6 +1026,51 @@ static void test_live_timeout_pending(void **state)
 	assert_int_equal(r2, -EAGAIN);
 }
 
+/* A target that runs on the dumper's own CPU stops only once the dumper
+ * leaves that CPU; the dumper waits at SCHED_FIFO, which would starve it
+ * to the 100 ms deadline, had the wait not gone back to the normal policy
+ * after 100 µs without a stop.  Every dump succeeds, and the dumper
+ * runs at its normal policy afterwards. */
+static void test_live_shared_cpu(void **state)
+{
+	(void)state;
+	struct stackdump_stack st;
+	cpu_set_t mine, one;
+	int ready[2], fails = 0, policy_after;
+	char c;
+
+	sched_getaffinity(0, sizeof(mine), &mine);
+	int cpu = 0;
+	while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine))
+		cpu++;
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+	pid_t spinner = spawn_pinned(cpu, 0, ready[1], 10000);
+	bool ok = read(ready[0], &c, 1) == 1;
+	for (int i = 0; ok && i < 5; i++) {
+		int r = stackdump_thread(sd, spinner, spinner, 64, &st);
+		if (r != 0)
+			print_message("dump %d: %s\n", i, st.error);
+		fails += r != 0 || st.nframes < 1;
+		stackdump_stack_free(&st);
+	}
+	policy_after = sched_getscheduler(0);
+	char s = running_again_in(spinner, spinner, 0);
+	sched_setaffinity(0, sizeof(mine), &mine);
+	close(ready[0]);
+	close(ready[1]);
+	kill(spinner, SIGKILL);
+	waitpid(spinner, NULL, 0);
+	stackdump_forget(sd, spinner);
+
+	assert_true(ok);
+	assert_int_equal(fails, 0);
+	assert_int_equal(policy_after, SCHED_OTHER);
+	assert_int_equal(s, 'R');
+}
+
 /* A vfork() parent waits in uninterruptible sleep (D) until its child
  * execs or exits: it is not interrupted, and said so. */
 static void test_live_uninterruptible(void **state)
@@ -1098,6 +1143,7 @@ int main(void)
 		cmocka_unit_test(test_live_errors),
 		cmocka_unit_test(test_live_stack_copy),
 		cmocka_unit_test(test_live_timeout_pending),
+		cmocka_unit_test(test_live_shared_cpu),
 		cmocka_unit_test(test_live_uninterruptible),
 	};
 	/* TEST_FILTER=test_live_idle runs the matching tests only. */
