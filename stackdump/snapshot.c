@@ -2,8 +2,9 @@
  *
  * The window, from PTRACE_INTERRUPT to PTRACE_DETACH, at SCHED_FIFO: spin
  * until the thread stops, one PTRACE_GETREGS, one process_vm_readv of the
- * live stack, PTRACE_DETACH.  No file is opened and nothing is allocated in
- * it; the policy switches and a read that warms the copy come before it.
+ * live stack (before the registers when a hint says where it is),
+ * PTRACE_DETACH.  No file is opened and nothing is allocated in it; the
+ * policy switches and a read that warms the copy come before it.
  */
 #include "stackdump/snapshot.h"
 
@@ -403,6 +404,28 @@ static void hint_record(struct snapshot_hints *hints, pid_t tid, const struct sn
 	h->len = snap->stack_len;
 }
 
+/* Copies the range where HINT says the stack of TID was into SNAP->stack.
+ * Returns the bytes copied. */
+static size_t copy_hinted(pid_t tid, const struct snapshot_hint *hint, struct snapshot *snap)
+{
+	size_t len = hint->len < snap->cap ? hint->len : snap->cap;
+
+	return len ? copy_range(tid, hint->addr, hint->addr + len, snap->stack) : 0;
+}
+
+/* Whether the GOT bytes copied from HINT's range, taken before the
+ * registers were read, are the copy copy_stack() would make: they start at
+ * or below the stack pointer's red zone and end where the stack ends (the
+ * hint's copy ended there, short of the cap). */
+static bool hinted_copy_holds(const struct snapshot *snap, const struct snapshot_hint *hint,
+                              size_t got)
+{
+	uint64_t sp = snap->regs.rsp;
+
+	return got == hint->len && got < snap->cap && sp >= hint->addr + SNAPSHOT_RED_ZONE &&
+	       sp - hint->addr < got;
+}
+
 int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
                   pid_t pid, pid_t tid, int cpu, const struct procmaps *maps,
                   struct snapshot *snap, char *err, size_t errsize)
@@ -419,9 +442,8 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 		set_error(err, errsize, "out of memory");
 		return -ENOMEM;
 	}
-	if (hint && hint->len)         /* warms the copy: see struct snapshot_hints */
-		copy_range(tid, hint->addr, hint->addr + (hint->len < snap->cap ? hint->len : snap->cap),
-		           snap->stack);
+	if (hint)                  /* warms the copy: see struct snapshot_hints */
+		copy_hinted(tid, hint, snap);
 	rt_init(&rt);
 	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
 		return attach_error(pid, tid, errno, err, errsize);
@@ -469,10 +491,16 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 	}
 
 	rt_raise(&rt);             /* if the target shared our CPU or the wait lowered it */
+	size_t early = hint ? copy_hinted(tid, hint, snap) : 0;
 	int g = ptrace(PTRACE_GETREGS, tid, NULL, &snap->regs);
 	int gerr = errno;
-	if (g == 0 && snap->cap > 0)
+	if (g == 0 && early && hinted_copy_holds(snap, hint, early)) {
+		snap->stack_addr = hint->addr;
+		snap->stack_len = early;
+		snap->stack_clipped = true;
+	} else if (g == 0 && snap->cap > 0) {
 		copy_stack(tid, maps, snap);
+	}
 	if (test_hold_us())
 		usleep(test_hold_us());
 	int d = ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
