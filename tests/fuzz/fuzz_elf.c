@@ -3,6 +3,18 @@
  * symbols, .gnu_debugdata through xz) and the .debug_frame converter.  A
  * corrupt or hostile module must never crash the daemon.
  *
+ * Each input is read four ways:
+ *   - elfinfo_read_mem, the reader of the vDSO;
+ *   - elfinfo_read_fd from a memfd holding the same bytes: the reader of
+ *     every mapped module, through pread.  Both must agree (return value,
+ *     segments, unwind table, symbols): they share one parser, and a
+ *     difference would mean the file path reads something else than the
+ *     bytes given;
+ *   - elfinfo_read_symbols_fd from the memfd, the reader of separate debug
+ *     files (build-id and .symtab only);
+ *   - debugframe_convert, the bytes taken as a .debug_frame section.
+ * Whatever was read is then looked up around every symbol and segment.
+ *
  * The seeds in tests/fuzz/corpus/elf/ are tiny real ELF files (built with
  * -nostdlib and 16-byte page alignment): one with .eh_frame_hdr, one with
  * only .debug_frame, a PIE, a stripped one with MiniDebugInfo, and an ELF
@@ -12,29 +24,89 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Look up addresses around every symbol and segment. */
+static void lookups(const struct elfinfo *ei)
+{
+	uint64_t start, v;
+
+	for (size_t i = 0; i < ei->nsyms && i < 64; i++) {
+		elfinfo_symbol(ei, ei->syms[i].value, &start);
+		elfinfo_symbol(ei, ei->syms[i].value + ei->syms[i].size - 1, &start);
+		elfinfo_symbol(ei, ei->syms[i].value + ei->syms[i].size, &start);
+	}
+	for (size_t i = 0; i < ei->nloads; i++) {
+		elfinfo_vaddr(ei, ei->loads[i].offset, &v);
+		elfinfo_vaddr(ei, ei->loads[i].offset + ei->loads[i].filesz, &v);
+	}
+	elfinfo_eh_word(ei, ei->eh_table_vaddr, &v);
+	elfinfo_eh_word(ei, ei->eh_data_vaddr + ei->eh_data_size - 8, &v);
+}
+
+/* Whether the two readings of one image found the same things. */
+static bool same_elfinfo(const struct elfinfo *a, const struct elfinfo *b)
+{
+	return a->type == b->type && strcmp(a->build_id, b->build_id) == 0 &&
+	       a->nloads == b->nloads &&
+	       (a->nloads == 0 || memcmp(a->loads, b->loads, a->nloads * sizeof(*a->loads)) == 0) &&
+	       a->has_eh_table == b->has_eh_table && a->eh_fde_count == b->eh_fde_count &&
+	       a->eh_data_size == b->eh_data_size &&
+	       (a->eh_data_size == 0 || memcmp(a->eh_data, b->eh_data, a->eh_data_size) == 0) &&
+	       a->dbg.size == b->dbg.size && a->dbg.count == b->dbg.count &&
+	       a->nsyms == b->nsyms &&
+	       (a->nsyms == 0 || memcmp(a->syms, b->syms, a->nsyms * sizeof(*a->syms)) == 0) &&
+	       strcmp(a->symsrc ? a->symsrc : "", b->symsrc ? b->symsrc : "") == 0;
+}
+
+/* The memfd the file readers read, created once: -1 when it cannot be. */
+static int image_fd(const uint8_t *data, size_t size)
+{
+	static int fd = -2;
+
+	if (fd == -2) {
+		fd = memfd_create("fuzz_elf", MFD_CLOEXEC);
+		if (fd < 0)
+			perror("fuzz_elf: memfd_create (file readers not fuzzed)");
+	}
+	/* ftruncate first: the previous input may have been longer, and
+	 * the readers take the size from fstat. */
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 ||
+	    (size && pwrite(fd, data, size, 0) != (ssize_t)size))
+		return -1;
+	return fd;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct elfinfo ei;
+	struct elfinfo ei, fei;
+	int r = elfinfo_read_mem(data, size, &ei);
 
-	if (elfinfo_read_mem(data, size, &ei) == 0) {
-		uint64_t start, v;
-		/* Look up addresses around every symbol and segment. */
-		for (size_t i = 0; i < ei.nsyms && i < 64; i++) {
-			elfinfo_symbol(&ei, ei.syms[i].value, &start);
-			elfinfo_symbol(&ei, ei.syms[i].value + ei.syms[i].size - 1, &start);
-			elfinfo_symbol(&ei, ei.syms[i].value + ei.syms[i].size, &start);
+	if (r == 0)
+		lookups(&ei);
+
+	int fd = image_fd(data, size);
+	if (fd >= 0) {
+		int fr = elfinfo_read_fd(fd, &fei);
+		if (fr != r || (r == 0 && !same_elfinfo(&ei, &fei))) {
+			fprintf(stderr, "elfinfo_read_fd returned %d, elfinfo_read_mem %d%s\n",
+			        fr, r, fr == r ? ", and they differ" : "");
+			__builtin_trap();
 		}
-		for (size_t i = 0; i < ei.nloads; i++) {
-			elfinfo_vaddr(&ei, ei.loads[i].offset, &v);
-			elfinfo_vaddr(&ei, ei.loads[i].offset + ei.loads[i].filesz, &v);
+		if (fr == 0)
+			elfinfo_free(&fei);
+		if (elfinfo_read_symbols_fd(fd, &fei) == 0) {
+			lookups(&fei);
+			elfinfo_free(&fei);
 		}
-		elfinfo_eh_word(&ei, ei.eh_table_vaddr, &v);
-		elfinfo_eh_word(&ei, ei.eh_data_vaddr + ei.eh_data_size - 8, &v);
-		elfinfo_free(&ei);
 	}
+	if (r == 0)
+		elfinfo_free(&ei);
 
 	/* The same bytes as a .debug_frame section. */
 	struct debugframe df;
