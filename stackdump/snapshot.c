@@ -27,6 +27,8 @@
 
 /* Before sleeping, spin on waitpid(WNOHANG) this long (see wait_stop). */
 #define STOP_SPIN_NS (500 * 1000ull)
+/* The longest sleep of a blocking wait for SIGCHLD (see wait_stop). */
+#define BLOCK_NAP_NS 1000000
 #define PAGE 4096u
 
 static uint64_t now_ns(void)
@@ -226,9 +228,9 @@ static enum wait_result wait_stop(pid_t tid, uint64_t t0, bool block, struct rt_
 		if (waited >= RT_WAIT_NS)
 			rt_lower(rt);
 		if (block) {
-			uint64_t left = SNAPSHOT_DEADLINE_NS - waited;
-			struct timespec ts = { (time_t)(left / 1000000000u),
-			                       (long)(left % 1000000000u) };
+			/* At most 1 ms: a caller that ignores SIGCHLD (SIG_IGN,
+			 * SA_NOCLDSTOP) gets none for the stop. */
+			struct timespec ts = { 0, BLOCK_NAP_NS };
 			sigset_t chld;
 
 			sigemptyset(&chld);
