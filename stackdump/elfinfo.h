@@ -27,6 +27,8 @@
 #define ELFINFO_MAX_EH_DATA (32u << 20)     /* bytes of unwind data copied */
 #define ELFINFO_MAX_XZ_IN   (16u << 20)     /* bytes of .gnu_debugdata */
 #define ELFINFO_MAX_XZ_OUT  (64u << 20)     /* bytes it may decompress to */
+#define ELFINFO_MAX_TEXT    (64u << 20)     /* bytes of code searched for the
+                                               signal return trampoline */
 
 struct elfinfo_load {
 	uint64_t offset;   /* p_offset */
@@ -75,6 +77,8 @@ struct elfinfo {
 	size_t strtab_size;
 	const char *symsrc;         /* ".symtab", ".dynsym", ".dynsym+.gnu_debugdata",
 	                               ".gnu_debugdata", "debug file" or "" */
+	uint64_t sigreturn_vaddr;   /* the signal return trampoline of a C
+	                               library (see elfinfo.c), 0 when none */
 };
 
 /* Reads the ELF image in file FD (read with pread, offsets from 0).

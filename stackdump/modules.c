@@ -246,6 +246,24 @@ static bool is_code(const struct procmaps_entry *e)
 	return e->perms[2] == 'x' && (e->path[0] == '/' || strcmp(e->path, "[vdso]") == 0);
 }
 
+/* Where the C library's signal return trampoline is mapped in AS, or 0. */
+static uint64_t find_sigreturn(const struct addrspace *as)
+{
+	for (size_t i = 0; i < as->maps.n; i++) {
+		const struct procmaps_entry *e = &as->maps.v[i];
+		const struct module *mod = as->mods[i];
+		uint64_t bias;
+
+		if (!mod || !mod->elf.sigreturn_vaddr || !is_code(e) ||
+		    !module_bias(mod, e, e->start, &bias))
+			continue;
+		uint64_t addr = bias + mod->elf.sigreturn_vaddr;
+		if (addr >= e->start && addr < e->end)
+			return addr;
+	}
+	return 0;
+}
+
 int addrspace_refresh(struct modules *ms, struct addrspace *as, uint64_t vsize)
 {
 	struct procmaps m;
@@ -300,6 +318,7 @@ int addrspace_refresh(struct modules *ms, struct addrspace *as, uint64_t vsize)
 	as->mods = mods;
 	as->mods_gen = ms->gen;
 	as->vsize = vsize;
+	as->sigreturn = find_sigreturn(as);
 	return 0;
 }
 

@@ -45,6 +45,8 @@ struct addrspace {
 	struct procmaps maps;
 	struct module **mods;           /* per maps entry: its module, or NULL */
 	unsigned mods_gen;              /* modules.gen when mods was built */
+	uint64_t sigreturn;             /* the C library's signal return
+	                                   trampoline here, 0 when unknown */
 };
 
 void modules_init(struct modules *ms);

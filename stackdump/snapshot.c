@@ -9,6 +9,7 @@
 #include "stackdump/snapshot.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -20,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <limits.h>
+#include <sys/ucontext.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -135,9 +137,10 @@ void snapshot_pending_free(struct snapshot_pending *pend)
  * ~60 µs.  A target queued on the tracer's own CPU cannot stop while a
  * SCHED_FIFO tracer spins there: for a target that last ran on our CPU the
  * policy is raised only once it has stopped (dumps of a thread pinned to
- * the tracer's CPU: 20-70 µs so, 120-240 µs and some of 4 ms raised
- * before), and when no stop is seen after RT_WAIT_NS (the target moved to
- * our CPU) the old policy is back for the rest of the wait.  The policy is
+ * the tracer's CPU took 120-240 µs, some 4 ms, with the policy raised
+ * before the interrupt; 20-70 µs without), and when no stop is seen after
+ * RT_WAIT_NS (the target moved to our CPU) the old policy is back for the
+ * rest of the wait.  The policy is
  * read before the window and switched back after it, so that the window
  * holds no scheduler call in the usual case. */
 #define RT_WAIT_NS (100 * 1000ull)
@@ -336,26 +339,77 @@ static size_t copy_range(pid_t tid, uint64_t from, uint64_t to, unsigned char *b
 	return got > 0 ? (size_t)got : 0;
 }
 
-/* The copy of the stack inside the window (see struct snapshot_hints). */
-static void copy_stack(pid_t tid, const struct procmaps *maps, struct snapshot *snap)
+/* The 8 bytes at ADDR of the LEN bytes copied from START into BUF. */
+static bool region_word(const unsigned char *buf, uint64_t start, size_t len, uint64_t addr,
+                        uint64_t *val)
 {
-	uint64_t sp = snap->regs.rsp;
+	if (addr < start || len < 8 || addr - start > len - 8)
+		return false;
+	memcpy(val, buf + (addr - start), 8);
+	return true;
+}
+
+/* Copies the stack whose pointer is SP into BUF (CAP bytes): from
+ * SP - SNAPSHOT_RED_ZONE up, no further than the end of the writable
+ * mapping of MAPS holding SP.  Returns the bytes copied, their address in
+ * *FROM_OUT. */
+static size_t copy_stack_at(pid_t tid, const struct procmaps *maps, uint64_t sp,
+                            unsigned char *buf, size_t cap, uint64_t *from_out)
+{
 	uint64_t from = sp >= SNAPSHOT_RED_ZONE ? sp - SNAPSHOT_RED_ZONE : 0;
-	uint64_t to = from + snap->cap < from ? UINT64_MAX : from + snap->cap;
+	uint64_t to = from + cap < from ? UINT64_MAX : from + cap;
 	const struct procmaps_entry *e = maps ? procmaps_find(maps, sp) : NULL;
 
 	/* The mapping may be stale; it only lowers the end.  A thread stack's
 	 * mapping does not move while the thread lives. */
 	if (e && e->perms[0] == 'r' && e->perms[1] == 'w' && e->end < to && e->end > sp)
 		to = e->end;
-	snap->stack_len = copy_range(tid, from, to, snap->stack);
-	if (snap->stack_len == 0 && from < sp) {
+	size_t len = copy_range(tid, from, to, buf);
+	if (len == 0 && from < sp) {
 		/* The red zone's page is unmapped (a stack full to its end). */
 		from = sp;
-		snap->stack_len = copy_range(tid, from, to, snap->stack);
+		len = copy_range(tid, from, to, buf);
 	}
-	snap->stack_addr = from;
+	*from_out = from;
+	return len;
+}
+
+/* The copy of the stack inside the window (see struct snapshot_hints). */
+static void copy_stack(pid_t tid, const struct procmaps *maps, struct snapshot *snap)
+{
+	snap->stack_len = copy_stack_at(tid, maps, snap->regs.rsp, snap->stack, snap->cap,
+	                                &snap->stack_addr);
 	snap->stack_clipped = snap->stack_len < snap->cap;
+}
+
+/* x86-64 rt_sigframe: the return address to the trampoline, then the
+ * ucontext, whose mcontext holds the interrupted registers. */
+#define SIGFRAME_RSP (8 + offsetof(ucontext_t, uc_mcontext) + REG_RSP * sizeof(greg_t))
+
+/* The stack a handler on an alternate stack interrupted (struct snapshot):
+ * the innermost signal frame in the copy whose saved stack pointer is
+ * outside it.  A scan of the copied words: 0.3 µs for a 4.7 KiB copy. */
+static void copy_interrupted_stack(pid_t tid, const struct procmaps *maps,
+                                   struct snapshot *snap)
+{
+	uint64_t first = (snap->regs.rsp + 7) & ~7ull, end = snap->stack_addr + snap->stack_len;
+
+	snap->stack2_len = 0;
+	if (!snap->sigreturn || !snap->cap2 || first < snap->stack_addr)
+		return;
+	for (uint64_t a = first; a + SIGFRAME_RSP + 8 <= end; a += 8) {
+		uint64_t word, sp;
+		if (!region_word(snap->stack, snap->stack_addr, snap->stack_len, a, &word) ||
+		    word != snap->sigreturn ||
+		    !region_word(snap->stack, snap->stack_addr, snap->stack_len,
+		                 a + SIGFRAME_RSP, &sp))
+			continue;
+		if (sp >= snap->stack_addr && sp < end)
+			continue;          /* a nested frame on the same stack */
+		snap->stack2_len = copy_stack_at(tid, maps, sp, snap->stack2, snap->cap2,
+		                                 &snap->stack2_addr);
+		return;
+	}
 }
 
 /* Test only: CPUMOND_TEST_HOLD_STOP_US=N keeps the thread stopped N µs
@@ -438,6 +492,7 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 	int sig = 0;
 
 	snap->stack_len = 0;
+	snap->stack2_len = 0;
 	snap->stop_ns = 0;
 	snap->stop_start_ns = 0;
 	if (pending_reserve(pend) < 0) {
@@ -503,6 +558,8 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 	} else if (g == 0 && snap->cap > 0) {
 		copy_stack(tid, maps, snap);
 	}
+	if (g == 0)
+		copy_interrupted_stack(tid, maps, snap);
 	if (test_hold_us())
 		usleep(test_hold_us());
 	int d = ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
@@ -534,9 +591,6 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 
 bool snapshot_word(const struct snapshot *snap, uint64_t addr, uint64_t *val)
 {
-	if (addr < snap->stack_addr || snap->stack_len < 8 ||
-	    addr - snap->stack_addr > snap->stack_len - 8)
-		return false;
-	memcpy(val, snap->stack + (addr - snap->stack_addr), 8);
-	return true;
+	return region_word(snap->stack, snap->stack_addr, snap->stack_len, addr, val) ||
+	       region_word(snap->stack2, snap->stack2_addr, snap->stack2_len, addr, val);
 }

@@ -40,6 +40,18 @@ struct snapshot {
 	                            or of readable memory, not at the cap */
 	unsigned char *stack;    /* a buffer of cap bytes, the caller's */
 	size_t cap;              /* 0: registers only (bench/stop_bench) */
+	/* A handler running on an alternate signal stack (sigaltstack): its
+	 * signal frame is in the copy, but the stack it interrupted is
+	 * elsewhere.  When the copy holds a return address to SIGRETURN (set
+	 * by the caller: the process's signal return trampoline, 0 when
+	 * unknown) whose saved stack pointer lies outside the copy, that
+	 * stack is copied too, from its stack pointer - SNAPSHOT_RED_ZONE, up
+	 * to cap2 bytes. */
+	uint64_t sigreturn;
+	unsigned char *stack2;   /* a buffer of cap2 bytes, the caller's */
+	size_t cap2;
+	uint64_t stack2_addr;
+	size_t stack2_len;       /* 0 when there was none to copy */
 	uint64_t stop_start_ns;  /* CLOCK_MONOTONIC at PTRACE_INTERRUPT */
 	uint64_t stop_ns;        /* PTRACE_INTERRUPT .. PTRACE_DETACH */
 };
@@ -91,8 +103,8 @@ int snapshot_poll(struct snapshot_pending *pend);
 bool snapshot_pending_has(const struct snapshot_pending *pend, pid_t tid);
 void snapshot_pending_free(struct snapshot_pending *pend);
 
-/* The words of the copied stack, for the unwinder: true with *VAL when the
- * 8 bytes at ADDR were copied. */
+/* The words of the copied stacks, for the unwinder: true with *VAL when
+ * the 8 bytes at ADDR were copied. */
 bool snapshot_word(const struct snapshot *snap, uint64_t addr, uint64_t *val);
 
 #endif

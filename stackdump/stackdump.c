@@ -339,14 +339,22 @@ int stackdump_set_stack_copy(struct stackdump *sd, size_t bytes)
 {
 	if (bytes < STACKDUMP_STACK_COPY_MIN || bytes > STACKDUMP_STACK_COPY_MAX)
 		return -EINVAL;
-	unsigned char *buf = malloc(bytes);
-	if (!buf)
+	unsigned char *buf = malloc(bytes), *buf2 = malloc(bytes);
+	if (!buf || !buf2) {
+		free(buf);
+		free(buf2);
 		return -ENOMEM;
-	/* Touched now, so that the copy takes no page fault in the window. */
+	}
+	/* Touched now, so that the copy takes no page fault in the window.
+	 * The second one is for handlers on an alternate signal stack only:
+	 * left untouched, it costs no memory until one is dumped. */
 	memset(buf, 0, bytes);
 	free(sd->snap.stack);
+	free(sd->snap.stack2);
 	sd->snap.stack = buf;
 	sd->snap.cap = bytes;
+	sd->snap.stack2 = buf2;
+	sd->snap.cap2 = bytes;
 	return 0;
 }
 
@@ -361,6 +369,7 @@ void stackdump_free(struct stackdump *sd)
 	modules_free(&sd->ms);
 	snapshot_pending_free(&sd->pending);
 	free(sd->snap.stack);
+	free(sd->snap.stack2);
 	free(sd);
 }
 
@@ -436,6 +445,7 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	bool fresh = maps_stale(sd, p, sf.vsize);
 	if (fresh && (r = refresh(sd, p, sf.vsize, tid, out)) < 0)
 		return r;
+	sd->snap.sigreturn = p->sigreturn;
 	r = snapshot_take(&sd->pending, &sd->hints, pid, tid, sf.processor,
 	                  p->maps.n ? &p->maps : NULL,
 	                  &sd->snap, out->error, sizeof(out->error));

@@ -349,6 +349,9 @@ def main():
                     expect=["vdso_loop", "vdso_root", "case_thread", "start_thread", "clone3"])
             compare("signal handler", [v["nofp"][0], "--case", "signal"], stackdump,
                     expect=["sig_spin", "on_signal", "sig_interrupted", "case_thread"])
+            compare("signal handler on an alternate stack", [v["nofp"][0], "--case", "altstack"],
+                    stackdump, expect=["sig_spin", "on_signal", "alt_interrupted", "case_thread",
+                                       "start_thread", "clone3"])
             compare("recursion 200 deep", [v["nofp"][0], "--case", "recurse", "--depth", "200"],
                     stackdump, expect=["case_leaf", "recurse", "case_thread", "clone3"],
                     dump_args=("-n", "1024"))

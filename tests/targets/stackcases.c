@@ -1,13 +1,16 @@
 /* stackcases: threads caught in the places an unwinder gets wrong, for
  * tests/stackdump/compare.py (stackdump against gdb, frame by frame).
  *
- *   stackcases --case spin|vdso|signal|recurse|dlopen [--depth N]
+ *   stackcases --case spin|vdso|signal|altstack|recurse|dlopen [--depth N]
  *              [--lib PATH] [--timeout S]
  *
  *   spin     case_leaf <- case_mid <- case_root <- case_thread, burning CPU
  *   vdso     vdso_loop <- vdso_root <- case_thread, in clock_gettime (the vDSO)
  *   signal   sig_spin <- on_signal <- (signal frame) <- sig_interrupted <-
  *            case_thread: the thread spins inside its own signal handler
+ *   altstack sig_spin <- on_signal <- (signal frame) <- alt_interrupted <-
+ *            case_thread, the handler running on an alternate signal
+ *            stack (sigaltstack), away from the stack it interrupted
  *   recurse  recurse() N times (default 200), spinning at the bottom
  *   dlopen   lib_leaf <- lib_root (from the shared library PATH, which the
  *            test may delete or replace once it is loaded) <- case_thread
@@ -134,6 +137,27 @@ CHAIN static uint64_t sig_interrupted(void)
 	return x;
 }
 
+/* The same with the handler on an alternate signal stack (SIGUSR2 is
+ * installed with SA_ONSTACK). */
+CHAIN static uint64_t alt_interrupted(void)
+{
+	static unsigned char alt[64 * 1024];
+	stack_t ss = { .ss_sp = alt, .ss_size = sizeof(alt) };
+	uint64_t x = 11;
+
+	if (sigaltstack(&ss, NULL) < 0) {
+		perror("stackcases: sigaltstack");
+		exit(1);
+	}
+	pthread_kill(pthread_self(), SIGUSR2);
+	while (forever) {
+		x += x >> 5;
+		__asm__ volatile("" : "+r"(x));
+		sink = x;
+	}
+	return x;
+}
+
 CHAIN static uint64_t recurse(int n, uint64_t x)
 {
 	if (n <= 1)
@@ -167,6 +191,8 @@ static void *case_thread(void *arg)
 		sink = vdso_root();
 	else if (strcmp(which, "signal") == 0)
 		sink = sig_interrupted();
+	else if (strcmp(which, "altstack") == 0)
+		sink = alt_interrupted();
 	else if (strcmp(which, "recurse") == 0)
 		sink = recurse(depth, 1);
 	else if (strcmp(which, "dlopen") == 0)
@@ -176,7 +202,7 @@ static void *case_thread(void *arg)
 
 static void usage(FILE *f)
 {
-	fputs("usage: stackcases --case spin|vdso|signal|recurse|dlopen [--depth N] "
+	fputs("usage: stackcases --case spin|vdso|signal|altstack|recurse|dlopen [--depth N] "
 	      "[--lib PATH] [--timeout S]\n", f);
 }
 
@@ -217,6 +243,8 @@ int main(int argc, char **argv)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_flags = SA_ONSTACK;
+	sigaction(SIGUSR2, &sa, NULL);
 
 	/* Only main takes SIGTERM and SIGINT (sigtimedwait below). */
 	sigemptyset(&sigs);
