@@ -139,17 +139,22 @@ static int read_stat(const char *path, struct stat_fields *sf)
 	return parse_stat(buf, sf);
 }
 
-/* Whether the thread whose stat file is PATH is gone or on its way out:
- * PTRACE_SEIZE refuses a thread that has begun to exit with EPERM, the
- * error a missing privilege gives (1 dump in 1,000 of threads that come
- * and go, tests/faults/test_stopped.py). */
+/* Whether the thread whose stat file is PATH (or SF) is gone or on its way
+ * out: PTRACE_SEIZE refuses a thread that has begun to exit with EPERM,
+ * the error a missing privilege gives, and an exiting thread may be in D
+ * for a moment (each 1 dump in 1,000 of threads that come and go,
+ * tests/faults/test_stopped.py). */
+static bool stat_exiting(const struct stat_fields *sf)
+{
+	return sf->state == 'Z' || sf->state == 'X' || (sf->flags & PF_EXITING);
+}
+
 static bool thread_exiting(const char *path)
 {
 	struct stat_fields sf = { 0 };
 	int r = read_stat(path, &sf);
 
-	return r == -ESRCH || (r == 0 && (sf.state == 'Z' || sf.state == 'X' ||
-	                                  (sf.flags & PF_EXITING)));
+	return r == -ESRCH || (r == 0 && stat_exiting(&sf));
 }
 
 /* ---- processes ---- */
@@ -429,7 +434,7 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	/* Step 1. */
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
 	int r = read_stat(path, &sf);
-	if (r == -ESRCH || (r == 0 && (sf.state == 'Z' || sf.state == 'X'))) {
+	if (r == -ESRCH || (r == 0 && stat_exiting(&sf))) {
 		set_error(out, "tid %d exited", (int)tid);
 		return -ESRCH;
 	}
