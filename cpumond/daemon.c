@@ -131,6 +131,7 @@ struct pending_event {
 	int64_t time_us;
 	char *watch, *exe;
 	char comm[16], thread[64];
+	unsigned long long start_ticks;  /* the process's, when the trigger tripped */
 	int usage, threshold, consecutive, run_delay;
 	char error[256];         /* why the first sample has no stack */
 };
@@ -295,6 +296,12 @@ static bool take_sample(struct daemon *d, struct pending_event *pe, uint64_t now
 	int rc = stackdump_thread(d->dumper, ep->pid, ep->tid, d->cfg->max_frames, &stack);
 	bool go_on = true, runnable;
 
+	if (rc == 0 && stack.process_start != pe->start_ticks) {
+		/* The process exited and another took its pid (and this tid). */
+		snprintf(stack.error, sizeof stack.error, "tid %d exited", (int)ep->tid);
+		rc = -ESRCH;
+	}
+
 	if (rc == 0)
 		metrics_dump(d->metrics, pe->watch, stack.stop_ns);
 	else
@@ -379,6 +386,7 @@ static void start_event(struct daemon *d, const struct watch_proc *proc,
 	pe->consecutive = wc->consecutive;
 	pe->run_delay = t->run_delay;
 	snprintf(pe->comm, sizeof pe->comm, "%s", proc->comm);
+	pe->start_ticks = proc->start_ticks;
 	/* Dump first: the sooner the thread is caught, the likelier it is still
 	 * in the code that made it hot. */
 	bool go_on = take_sample(d, pe, now_ms);

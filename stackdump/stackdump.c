@@ -144,6 +144,18 @@ static int read_stat(const char *path, struct stat_fields *sf)
  * the error a missing privilege gives, and an exiting thread may be in D
  * for a moment (each 1 dump in 1,000 of threads that come and go,
  * tests/faults/test_stopped.py). */
+/* The start time of process PID, from its leader's stat. */
+static int process_start(pid_t pid, unsigned long long *start)
+{
+	char path[32];
+	struct stat_fields sf = { 0 };
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int r = read_stat(path, &sf);
+	*start = sf.start_time;
+	return r;
+}
+
 static bool stat_exiting(const struct stat_fields *sf)
 {
 	return sf->state == 'Z' || sf->state == 'X' || (sf->flags & PF_EXITING);
@@ -452,7 +464,15 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 		set_error(out, "tid %d is a kernel thread: it has no user stack", (int)tid);
 		return -EPERM;
 	}
-	r = proc_get(sd, pid, sf.start_time, &p);
+	/* The process's start time keys its caches (a thread's own start time,
+	 * read above, differs from thread to thread), and tells whether the
+	 * pid was taken by another process before the stop was over. */
+	unsigned long long pstart;
+	if (process_start(pid, &pstart) < 0) {
+		set_error(out, "tid %d exited", (int)tid);
+		return -ESRCH;
+	}
+	r = proc_get(sd, pid, pstart, &p);
 	if (r < 0) {
 		set_error(out, "out of memory");
 		return r;
@@ -476,6 +496,13 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	}
 	if (r < 0)
 		return r;
+	unsigned long long pstart_after;
+	if (process_start(pid, &pstart_after) < 0 || pstart_after != pstart) {
+		/* The stopped thread may have been another process's. */
+		set_error(out, "tid %d exited", (int)tid);
+		return -ESRCH;
+	}
+	out->process_start = pstart;
 
 	/* Step 3. */
 	r = unwind(sd, p, sf.vsize, tid, (size_t)max_frames, fresh, out);
