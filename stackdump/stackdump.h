@@ -55,8 +55,8 @@ struct stackdump_stack {
 	                            also set when the dump failed after the stop */
 	uint64_t stop_start_ns;  /* CLOCK_MONOTONIC at the interrupt, 0 when the
 	                            thread was not stopped */
-	unsigned long long process_start;  /* the process's start time (/proc/PID/stat
-	                            field 22, clock ticks since boot), the same
+	unsigned long long process_start;  /* the process's start time (stat field
+	                            22 of its leader, clock ticks since boot), the same
 	                            before and after the stop; 0 when not read */
 	char error[256];         /* "" on success, else why there is no (full) stack */
 };
