@@ -67,16 +67,25 @@ def thread_status(pid, tid):
     return fields
 
 
-def query(db, sql, args=()):
-    """Rows of SQL on DB, opened read-only; [] when it cannot be read (yet)."""
+def query_err(db, sql, args=(), raw_names=False):
+    """Rows of SQL on DB, opened read-only, and the error text or None.
+    RAW_NAMES: text that is not UTF-8 (names from watched processes) comes
+    back with surrogate escapes instead of failing the query."""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        if raw_names:
+            con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
         try:
-            return con.execute(sql, args).fetchall()
+            return con.execute(sql, args).fetchall(), None
         finally:
             con.close()
-    except sqlite3.Error:
-        return []
+    except sqlite3.Error as e:
+        return [], str(e)
+
+
+def query(db, sql, args=()):
+    """Rows of SQL on DB, opened read-only; [] when it cannot be read (yet)."""
+    return query_err(db, sql, args)[0]
 
 
 def is_subsequence(needle, hay):

@@ -12,13 +12,13 @@ a 30-minute soak).
 import argparse
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
 from testlib import check, poll, ptrace_allowed, results, skip, summary  # noqa: E402,F401
 
 LONG = os.environ.get("FAULTS_LONG", "") not in ("", "0")
@@ -144,31 +144,15 @@ def all_threads_run(pid, timeout=3):
     return not bad, bad
 
 
-def query(db, sql, args=()):
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        # Names from watched processes need not be UTF-8.
-        con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
-        try:
-            return con.execute(sql, args).fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return []
-
-
 def query_err(db, sql, args=()):
-    """As query, but returns (rows, error text or None)."""
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-        # Names from watched processes need not be UTF-8.
-        con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
-        try:
-            return con.execute(sql, args).fetchall(), None
-        finally:
-            con.close()
-    except sqlite3.Error as e:
-        return [], str(e)
+    """Rows and error text (or None); names from watched processes need not
+    be UTF-8."""
+    return testlib.query_err(db, sql, args, raw_names=True)
+
+
+def query(db, sql, args=()):
+    """As query_err, the rows alone: [] when the database cannot be read (yet)."""
+    return query_err(db, sql, args)[0]
 
 
 def write_config(path, db, watches, **opts):
