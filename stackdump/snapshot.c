@@ -194,8 +194,9 @@ enum wait_result { WAIT_STOPPED, WAIT_EXITED, WAIT_TIMEOUT };
  * stretch every nap; it is lowered for the wait.  Exponential naps after
  * 2 ms bound the wake-ups.
  *
- * BLOCK (the target last ran on our CPU, SIGCHLD blocked): sleep until the
- * SIGCHLD that a tracee's stop sends its tracer, or the deadline.  The
+ * BLOCK, when not NULL (the target last ran on our CPU), is the set of
+ * SIGCHLD alone, blocked by the caller: sleep until the SIGCHLD that a
+ * tracee's stop sends its tracer, or the deadline.  The
  * kernel lets the tracer it wakes run only once the stopping thread has
  * switched out (ptrace_stop() wakes it with preemption disabled); a nap
  * that ends while the thread is half-way through its stop preempts it
@@ -203,8 +204,8 @@ enum wait_result { WAIT_STOPPED, WAIT_EXITED, WAIT_TIMEOUT };
  * wait_task_inactive(), which sleeps a whole tick when the thread is
  * queued: 4 ms stops in about 1 dump in 20 of a thread pinned to our CPU.
  * Blocking, 600 such dumps: median 28-34 µs, none over 120 µs. */
-static enum wait_result wait_stop(pid_t tid, uint64_t t0, bool block, struct rt_save *rt,
-                                  int *sig)
+static enum wait_result wait_stop(pid_t tid, uint64_t t0, const sigset_t *block,
+                                  struct rt_save *rt, int *sig)
 {
 	struct timespec nap = { 0, 10000 };
 	int slack = -1;
@@ -234,11 +235,8 @@ static enum wait_result wait_stop(pid_t tid, uint64_t t0, bool block, struct rt_
 			/* At most 1 ms: a caller that ignores SIGCHLD (SIG_IGN,
 			 * SA_NOCLDSTOP) gets none for the stop. */
 			struct timespec ts = { 0, BLOCK_NAP_NS };
-			sigset_t chld;
 
-			sigemptyset(&chld);
-			sigaddset(&chld, SIGCHLD);
-			sigtimedwait(&chld, NULL, &ts);
+			sigtimedwait(block, NULL, &ts);
 		} else if (waited < STOP_SPIN_NS) {
 			sched_yield();
 		} else {
@@ -530,7 +528,7 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 		          errstr(e, ebuf, sizeof(ebuf)));
 		return -e;
 	}
-	enum wait_result w = wait_stop(tid, t0, same_cpu, &rt, &sig);
+	enum wait_result w = wait_stop(tid, t0, same_cpu ? &chld : NULL, &rt, &sig);
 	if (w == WAIT_EXITED) {
 		window_end(&rt, same_cpu, &old_mask);
 		set_error(err, errsize, "tid %d exited during the dump", (int)tid);
