@@ -12,6 +12,7 @@ ends with "N passed, N failed".
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -357,32 +358,45 @@ database = {db}
 pid = {pid}
 """)
         daemon = subprocess.Popen([cpumond, "-c", conf], stderr=subprocess.DEVNULL)
-        rows = poll(lambda: len(query(db, "SELECT id FROM events")) >= 4 and
-                    query(db, "SELECT id, samples, stack_hash, episode_end FROM events ORDER BY id"), 30)
-        check("episodes: four events", rows and len(rows) >= 4, rows)
+        # Four events and 100 samples at least, however many a loaded
+        # machine made the daemon skip.  Each sample is in chain A with
+        # probability 0.8, independently (twochains draws each part's
+        # chain): with 100, B is missed with probability 0.8^100 (2e-10),
+        # and A has at most half of them with a probability under 1e-9.
+        def enough():
+            rows = query(db, "SELECT id, samples, stack_hash, episode_end FROM events ORDER BY id")
+            return len(rows) >= 4 and sum(r[1] or 0 for r in rows) >= 100 and rows
+        rows = poll(enough, 60)
+        check("episodes: four events and 100 samples", rows,
+              query(db, "SELECT id, samples, episode_end FROM events"))
         rows = rows or []
         a = b = 0
         for eid, samples, key, end in rows:
             key_syms = stack_symbols(db, key) if key is not None else []
             # On a loaded machine a thread may not stop within the dump's
-            # deadline: such a sample is skipped and the episode says so.
-            check(f"episode {eid}: 30 samples, or fewer with the skipped ones said",
+            # deadline: such a sample is skipped and the episode says how
+            # many, which with the ones taken make the 30 planned.
+            skipped = re.match(r"cut short: (\d+) of 30 samples skipped", end or "")
+            check(f"episode {eid}: 30 samples, or the skipped ones said",
                   (samples == 30 and end is None) or
-                  (samples >= 10 and end is not None and end.startswith("cut short")),
+                  (skipped is not None and samples + int(skipped.group(1)) == 30),
                   f"samples {samples}, end {end!r}")
-            check(f"episode {eid}: key stack is chain A",
-                  is_subsequence(["chain_a_leaf", "chain_a_mid", "chain_a_root", "hot_main"], key_syms),
+            check(f"episode {eid}: key stack is a chain's",
+                  is_subsequence(["chain_a_leaf", "chain_a_mid", "chain_a_root", "hot_main"], key_syms)
+                  or is_subsequence(["chain_b_leaf", "chain_b_root", "hot_main"], key_syms),
                   key_syms)
             counts = query(db, "SELECT stack_hash, count FROM event_stacks WHERE event_id = ?", (eid,))
             check(f"episode {eid}: counts add up to its samples", sum(c for _, c in counts) == samples,
                   counts)
+            most = max((c for _, c in counts), default=0)
+            check(f"episode {eid}: the key stack is one of the most frequent",
+                  any(h == key and c == most for h, c in counts), f"key {key}, counts {counts}")
             for h, c in counts:
                 syms = stack_symbols(db, h)
                 a += c if "chain_a_leaf" in syms else 0
                 b += c if "chain_b_leaf" in syms else 0
-        share = a / (a + b) if a + b else 0
-        check("episodes: chain A has 80 % of the samples, within 15 points",
-              0.65 <= share <= 0.95, f"A {a}, B {b}, share {share:.2f}")
+        check("episodes: chain A has most of the samples, and B some",
+              a > b > 0, f"A {a}, B {b}")
         distinct = query(db, "SELECT count(*) FROM stacks")
         check("episodes: each stack's frames stored once",
               query(db, "SELECT count(*) FROM (SELECT hash, depth FROM stack_frames GROUP BY 1, 2"

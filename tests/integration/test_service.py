@@ -404,6 +404,10 @@ def test_least_privilege(build, tmp):
     os.chmod(d, 0o755)
     binary = os.path.join(d, "cpumond")
     shutil.copy(os.path.join(build, "cpumond"), binary)
+    # The target too: the daemon opens its executable for names and unwind
+    # tables, and a build under a 0700 home is out of its uid's reach.
+    shutil.copy(hotchain, os.path.join(d, "hotchain"))
+    hotchain = os.path.join(d, "hotchain")
     state = os.path.join(d, "state")
     os.mkdir(state, 0o750)
     os.chown(state, uid, uid)

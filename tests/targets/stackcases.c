@@ -1,8 +1,8 @@
 /* stackcases: threads caught in the places an unwinder gets wrong, for
  * tests/stackdump/compare.py (stackdump against gdb, frame by frame).
  *
- *   stackcases --case spin|vdso|signal|altstack|recurse|dlopen [--depth N]
- *              [--lib PATH] [--timeout S]
+ *   stackcases --case spin|vdso|signal|altstack|recurse|dlopen|sites
+ *              [--depth N] [--lib PATH] [--timeout S]
  *
  *   spin     case_leaf <- case_mid <- case_root <- case_thread, burning CPU
  *   vdso     vdso_loop <- vdso_root <- case_thread, in clock_gettime (the vDSO)
@@ -14,6 +14,13 @@
  *   recurse  recurse() N times (default 200), spinning at the bottom
  *   dlopen   lib_leaf <- lib_root (from the shared library PATH, which the
  *            test may delete or replace once it is loaded) <- case_thread
+ *   sites    sites_leaf <- case_thread, blocked in read(2) by one of two
+ *            syscall instructions of sites_leaf itself: site A reads fd 0
+ *            (stdin), site B a dup of it; each byte written to stdin moves
+ *            the thread to the other site, and EOF ends the case.  A test
+ *            that waits in /proc/TID/syscall for the site it wants catches
+ *            the innermost frame at a known instruction, whatever the
+ *            machine's timing (x86_64 only)
  *
  * One thread runs the case; once it is in place the program prints,
  * flushing stdout:
@@ -166,6 +173,37 @@ CHAIN static uint64_t recurse(int n, uint64_t x)
 	return r ^ (uint64_t)n;
 }
 
+#if defined(__x86_64__)
+/* read(FD, BUF, 1) by a syscall instruction of the function it is written
+ * in (a macro, not a call), so that a thread blocked in it has its pc, and
+ * the innermost frame, inside that function. */
+#define RAW_READ1(fd, buf) ({                                                 \
+	long ret_;                                                            \
+	__asm__ volatile("syscall"                                            \
+	                 : "=a"(ret_)                                         \
+	                 : "0"(0L), "D"((long)(fd)), "S"(buf), "d"(1L)        \
+	                 : "rcx", "r11", "memory");                           \
+	ret_;                                                                 \
+})
+
+CHAIN static uint64_t sites_leaf(int fd_b)
+{
+	uint64_t bytes = 0;
+	char c;
+
+	arrived();
+	for (;;) {
+		if (RAW_READ1(0, &c) <= 0)          /* site A */
+			break;
+		bytes++;
+		if (RAW_READ1(fd_b, &c) <= 0)       /* site B */
+			break;
+		bytes++;
+	}
+	return bytes;
+}
+#endif
+
 CHAIN static uint64_t lib_call(void)
 {
 	void *h = dlopen(lib_path, RTLD_NOW);
@@ -197,13 +235,17 @@ static void *case_thread(void *arg)
 		sink = recurse(depth, 1);
 	else if (strcmp(which, "dlopen") == 0)
 		sink = lib_call();
+#if defined(__x86_64__)
+	else if (strcmp(which, "sites") == 0)
+		sink = sites_leaf(dup(0));
+#endif
 	return NULL;
 }
 
 static void usage(FILE *f)
 {
-	fputs("usage: stackcases --case spin|vdso|signal|altstack|recurse|dlopen [--depth N] "
-	      "[--lib PATH] [--timeout S]\n", f);
+	fputs("usage: stackcases --case spin|vdso|signal|altstack|recurse|dlopen|sites "
+	      "[--depth N] [--lib PATH] [--timeout S]\n", f);
 }
 
 int main(int argc, char **argv)

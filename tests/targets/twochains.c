@@ -3,15 +3,20 @@
  *
  *   twochains [--percent-a P] [--burn-ms B] [--timeout S]
  *
- * The thread "hot-0" loops forever: P parts of work in
+ * The thread "hot-0" loops forever over parts of work, each part in
  *   chain_a_root -> chain_a_mid -> chain_a_leaf
- * then 100 - P parts in
+ * with probability P %, else in
  *   chain_b_root -> chain_b_leaf
  * (default P = 80), for B milliseconds (default: until it exits), then
- * sleeps: a thread that goes idle in the middle of an episode.
- * A part is the same fixed number of loop iterations in
- * both leaves, so the share of CPU time follows P without any clock read
- * (a clock call would add a frame and split each chain's stack in two).
+ * sleeps: a thread that goes idle in the middle of an episode.  A part is
+ * the same fixed number of loop iterations in both leaves, so the share of
+ * CPU time follows P without any clock read (a clock call would add a frame
+ * and split each chain's stack in two).  Each part's chain is drawn from a
+ * pseudo-random sequence, not taken in turn: whenever a sample lands, the
+ * thread is in chain A with probability P %, independently of the samples
+ * before it.  A fixed round (P parts of A, then the rest of B) would lock in
+ * phase with a sampler whose interval is a multiple of the round's length,
+ * and a quiet machine would then catch one chain only.
  * Prints "pid P", "hot T", "ready"; exits on SIGTERM or after S seconds
  * (default 120).
  */
@@ -33,8 +38,8 @@
 #define CHAIN __attribute__((noinline, noclone))
 #endif
 
-/* About 50 µs per part here: a round of 100 parts takes some 5 ms, ten
- * times less than the 50 ms between two samples of an episode. */
+/* About 50 µs per part here: hundreds of independent draws lie between two
+ * samples of an episode (10 ms or more apart). */
 #define ITERATIONS_PER_PART 20000
 
 static int percent_a = 80;
@@ -73,12 +78,20 @@ CHAIN static void *hot_main(void *arg)
 	struct timespec start, now;
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		x = chain_a_root(x, percent_a);
-		x = chain_b_root(x, 100 - percent_a);
+	for (uint64_t draw = 0x9e3779b97f4a7c15ull, parts = 0;; parts++) {
+		/* xorshift64: the next draw, no call, no clock */
+		draw ^= draw << 13;
+		draw ^= draw >> 7;
+		draw ^= draw << 17;
+		if ((int)(draw % 100) < percent_a)
+			x = chain_a_root(x, 1);
+		else
+			x = chain_b_root(x, 1);
 		sink = x;
-		/* Between rounds, in hot_main: no sample sees the clock call
+		/* Every 100 parts, in hot_main: no sample sees the clock call
 		 * below a chain. */
+		if (parts % 100 != 99)
+			continue;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (burn_ms && (now.tv_sec - start.tv_sec) * 1000 +
 		               (now.tv_nsec - start.tv_nsec) / 1000000 >= burn_ms)

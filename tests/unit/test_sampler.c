@@ -105,6 +105,51 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One sampler cycle, bracketed by the wall clock and the CPU clocks of
+ * NCLOCKS threads: the cycle read each thread at some moment within
+ * [wall[0], wall[1]], when its run time lay within [cpu[i][0] - lag,
+ * cpu[i][1]] (schedstat lags the thread's CPU clock by the time since the
+ * scheduler last accounted it, at most a tick). */
+struct bracket {
+	uint64_t wall[2], cpu[2][2];
+};
+
+static void bracketed_cycle(struct sampler *s, const struct watch_proc *self,
+                            const clockid_t *clocks, int nclocks, struct bracket *b,
+                            const struct sampler_thread **t, size_t *n)
+{
+	b->wall[0] = clock_ns(CLOCK_MONOTONIC);
+	for (int i = 0; i < nclocks; i++)
+		b->cpu[i][0] = clock_ns(clocks[i]);
+	assert_int_equal(sampler_cycle(s, self, 1, t, n), 0);
+	for (int i = 0; i < nclocks; i++)
+		b->cpu[i][1] = clock_ns(clocks[i]);
+	b->wall[1] = clock_ns(CLOCK_MONOTONIC);
+}
+
+/* Checks that USAGE (permille) is what thread I's clocks allow between the
+ * bracketed cycles A and B, whatever share of a CPU the machine gave it. */
+static void assert_usage_bracketed(int usage, const struct bracket *a, const struct bracket *b,
+                                   int i)
+{
+	const uint64_t lag = 10000000;   /* one tick at HZ=100, the longest */
+	uint64_t least_cpu = b->cpu[i][0] > a->cpu[i][1] + lag ? b->cpu[i][0] - lag - a->cpu[i][1] : 0;
+	uint64_t most_cpu = b->cpu[i][1] - a->cpu[i][0] + lag;
+	int least = sampler_permille(least_cpu, b->wall[1] - a->wall[0]);
+	int most = sampler_permille(most_cpu, b->wall[0] - a->wall[1]);
+
+	if (usage < least - 1 || usage > most + 1)
+		fail_msg("usage %d‰ outside [%d, %d] from the thread's CPU clock", usage, least, most);
+}
+
 static void test_threads_appear_burn_and_vanish(void **state)
 {
 	struct sampler *s = sampler_new();
@@ -125,24 +170,28 @@ static void test_threads_appear_burn_and_vanish(void **state)
 	assert_int_equal(pthread_create(&th, NULL, burner, NULL), 0);
 	while (!atomic_load(&burner_tid))
 		sleep_ms(1);
-	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	clockid_t clocks[2];
+	struct bracket first, second;
+	assert_int_equal(pthread_getcpuclockid(th, &clocks[0]), 0);
+	assert_int_equal(pthread_getcpuclockid(pthread_self(), &clocks[1]), 0);
+	bracketed_cycle(s, &self, clocks, 2, &first, &t, &n);
 	assert_int_equal(n, 2);
 	hot = find(t, n, atomic_load(&burner_tid));
 	assert_non_null(hot);
 	assert_int_equal(hot->usage, -1);        /* new thread: usage after one interval */
 	hot_key = hot->key;
 
-	sleep_ms(200);
-	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	sleep_ms(500);
+	bracketed_cycle(s, &self, clocks, 2, &second, &t, &n);
 	hot = find(t, n, atomic_load(&burner_tid));
 	main_thread = find(t, n, getpid());
 	assert_non_null(hot);
 	assert_non_null(main_thread);
 	assert_int_equal(hot->key, hot_key);
-	/* The burner ran most of 200 ms (2 cores, noisy neighbours: a loose
-	 * bound); the main thread slept. */
-	assert_in_range(hot->usage, 300, 1000);
-	assert_in_range(main_thread->usage, 0, 100);
+	/* The burner's and the sleeping main thread's usage, each against its
+	 * own CPU clock: right whatever share of a core the machine gave. */
+	assert_usage_bracketed(hot->usage, &first, &second, 0);
+	assert_usage_bracketed(main_thread->usage, &first, &second, 1);
 	assert_in_range(hot->run_delay, 0, 1000);
 
 	atomic_store(&burner_stop, 1);

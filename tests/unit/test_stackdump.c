@@ -1,7 +1,7 @@
 /* Unit tests of stackdump: the pure functions (hash, escaping, printing, the
  * ELF and maps readers), then live dumps of build/tests/hotchain (path from
- * $HOTCHAIN), skipped with a reason when it is missing or ptrace is not
- * permitted. */
+ * $HOTCHAIN) and build/tests/stackcases ($STACKCASES), skipped with a
+ * reason when they are missing or ptrace is not permitted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -626,50 +626,81 @@ static void stop_target(void)
 	target.pid = 0;
 }
 
-/* Starts hotchain and reads its announcement, with a deadline. */
+/* Starts PATH with ARGV, its stdout on a pipe (and its stdin on one too when
+ * STDIN_FD is not NULL: the write end comes back there), and reads what it
+ * prints into BUF until a line "ready", with a deadline of 10 s.  Returns
+ * the pid, or -1 with WHY set. */
+static pid_t spawn_ready(const char *path, char *const argv[], int *stdin_fd,
+                         char *buf, size_t size, char *why, size_t whysize)
+{
+	size_t len = 0;
+	int out[2], in[2] = { -1, -1 };
+	pid_t pid;
+
+	buf[0] = '\0';
+	if (access(path, X_OK) < 0) {
+		snprintf(why, whysize, "%s: %s (build it, or set its variable)", path, strerror(errno));
+		return -1;
+	}
+	if (pipe2(out, O_CLOEXEC) < 0 || (stdin_fd && pipe2(in, O_CLOEXEC) < 0)) {
+		snprintf(why, whysize, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, whysize, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		dup2(out[1], STDOUT_FILENO);
+		if (stdin_fd)
+			dup2(in[0], STDIN_FILENO);
+		execv(path, argv);
+		_exit(127);
+	}
+	close(out[1]);
+	if (stdin_fd) {
+		close(in[0]);
+		*stdin_fd = in[1];
+	}
+	for (uint64_t end = now_ms() + 10000; !strstr(buf, "ready\n");) {
+		struct pollfd pfd = { .fd = out[0], .events = POLLIN };
+		uint64_t now = now_ms();
+		ssize_t n;
+
+		if (now >= end || poll(&pfd, 1, (int)(end - now)) <= 0 ||
+		    (n = read(out[0], buf + len, size - 1 - len)) <= 0) {
+			snprintf(why, whysize, "%s did not say ready", path);
+			close(out[0]);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			return -1;
+		}
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	close(out[0]);
+	return pid;
+}
+
+/* Starts hotchain and reads its announcement. */
 static int start_target(void **state)
 {
 	const char *path = getenv("HOTCHAIN") ? getenv("HOTCHAIN") : "build/tests/hotchain";
-	char buf[4096] = "";
-	size_t len = 0;
-	int fds[2];
+	char *const argv[] = { (char *)(uintptr_t)path, "--threads", "3", "--hot", "1",
+	                       "--timeout", "60", NULL };
+	char buf[4096];
 
 	(void)state;
 	sd = stackdump_new();
 	if (!sd)
 		return -1;
-	if (access(path, X_OK) < 0) {
-		snprintf(target.why, sizeof(target.why),
-		         "%s: %s (build it, or set HOTCHAIN)", path, strerror(errno));
+	target.pid = spawn_ready(path, argv, NULL, buf, sizeof(buf), target.why,
+	                         sizeof(target.why));
+	if (target.pid < 0) {
+		target.pid = 0;
 		return 0;
 	}
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		return -1;
-	target.pid = fork();
-	if (target.pid < 0)
-		return -1;
-	if (target.pid == 0) {
-		dup2(fds[1], STDOUT_FILENO);
-		execl(path, path, "--threads", "3", "--hot", "1", "--timeout", "60", (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	for (uint64_t end = now_ms() + 10000; !strstr(buf, "ready\n");) {
-		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-		uint64_t now = now_ms();
-		ssize_t n;
-
-		if (now >= end || poll(&pfd, 1, (int)(end - now)) <= 0 ||
-		    (n = read(fds[0], buf + len, sizeof(buf) - 1 - len)) <= 0) {
-			snprintf(target.why, sizeof(target.why), "%s did not say ready", path);
-			close(fds[0]);
-			stop_target();
-			return 0;
-		}
-		len += (size_t)n;
-		buf[len] = '\0';
-	}
-	close(fds[0]);
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
 		int v;
 		if (sscanf(line, "hot %d", &v) == 1)
@@ -796,27 +827,90 @@ static void test_live_hot_chain(void **state)
 	stackdump_stack_free(&st);
 }
 
-static void test_live_hash_stable(void **state)
+/* The pc of thread TID of PID when it is blocked in read(2), from
+ * /proc/TID/syscall ("0 fd buf count ... sp pc"); 0 while it is anywhere else. */
+static uint64_t pc_in_read(pid_t pid, pid_t tid)
 {
-	(void)state;
-	struct stackdump_stack st;
-	uint64_t hash = 0, leaf_ip = 0;
-	bool leaf_moved = false;
+	char path[64], line[512];
+	unsigned long long pc = 0;
 
-	/* The hot loop is caught at different instructions; the hash stays. */
-	for (int i = 0; i < 30 && !(i >= 2 && leaf_moved); i++) {
-		assert_int_equal(dump(target.hot, &st), 0);
-		if (i == 0) {
-			hash = st.hash;
-			leaf_ip = st.frames[0].ip;
-		}
-		assert_int_equal(st.hash, hash);
-		leaf_moved |= st.frames[0].ip != leaf_ip;
-		stackdump_stack_free(&st);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (!fgets(line, sizeof(line), f) || strncmp(line, "0 ", 2) != 0)
+		line[0] = '\0';
+	fclose(f);
+	char *last = strrchr(line, ' ');
+	if (last)
+		sscanf(last, " 0x%llx", &pc);
+	return pc;
+}
+
+/* Waits (5 s at most) until TID of PID blocks in read(2) at a pc other than
+ * NOT_PC, and returns that pc (0 on timeout). */
+static uint64_t wait_read_site(pid_t pid, pid_t tid, uint64_t not_pc)
+{
+	for (uint64_t end = now_ms() + 5000; now_ms() < end; usleep(1000)) {
+		uint64_t pc = pc_in_read(pid, tid);
+		if (pc && pc != not_pc)
+			return pc;
 	}
-	/* hot_leaf's loop has a dozen instructions: 30 dumps at one is a bug. */
-	assert_true(leaf_moved);
-	running_again(target.hot, 0);
+	return 0;
+}
+
+/* The same functions caught at two different instructions hash the same.
+ * The thread of stackcases --case sites sits in read(2) at one of two
+ * syscall instructions of sites_leaf, and moves to the other with each byte
+ * written to its stdin: the test catches it at both by construction, not
+ * by the luck of where interrupts land. */
+static void test_live_hash_ignores_leaf_instruction(void **state)
+{
+	const char *path = getenv("STACKCASES") ? getenv("STACKCASES") : "build/tests/stackcases";
+	char *const argv[] = { (char *)(uintptr_t)path, "--case", "sites", "--timeout", "60", NULL };
+	char buf[256], why[512];
+	struct stackdump_stack st[2];
+	uint64_t pc[2] = { 0, 0 };
+	int in, tid = 0;
+
+	(void)state;
+	require_target();
+	pid_t pid = spawn_ready(path, argv, &in, buf, sizeof(buf), why, sizeof(why));
+	if (pid < 0) {
+		print_message("skipped: %s\n", why);
+		skip();
+	}
+	char *t = strstr(buf, "tid ");
+	if (t)
+		tid = atoi(t + 4);
+	for (int i = 0; i < 2; i++) {
+		pc[i] = wait_read_site(pid, tid, i ? pc[0] : 0);
+		if (!pc[i])
+			break;
+		int r = stackdump_thread(sd, pid, tid, 64, &st[i]);
+		running_again_in(pid, tid, 0);
+		assert_int_equal(r, 0);
+		if (i == 0 && write(in, "x", 1) != 1)
+			fail_msg("write to the target: %s", strerror(errno));
+	}
+	close(in);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_true(pc[0] && pc[1]);
+	for (int i = 0; i < 2; i++) {
+		if (st[i].nframes < 2 || !st[i].frames[0].symbol ||
+		    strcmp(st[i].frames[0].symbol, "sites_leaf") != 0) {
+			stackdump_print(&st[i], "  ", stderr);
+			fail_msg("dump %d is not in sites_leaf", i);
+		}
+		/* The innermost frame is exactly where /proc said the thread was. */
+		assert_int_equal(st[i].frames[0].ip, pc[i]);
+	}
+	assert_int_not_equal(st[0].frames[0].ip, st[1].frames[0].ip);
+	assert_int_equal(st[0].frames[0].func_offset, st[1].frames[0].func_offset);
+	assert_int_equal(st[0].hash, st[1].hash);
+	stackdump_stack_free(&st[0]);
+	stackdump_stack_free(&st[1]);
 }
 
 static void test_live_idle(void **state)
@@ -1145,7 +1239,7 @@ int main(void)
 	};
 	const struct CMUnitTest live[] = {
 		cmocka_unit_test(test_live_hot_chain),
-		cmocka_unit_test(test_live_hash_stable),
+		cmocka_unit_test(test_live_hash_ignores_leaf_instruction),
 		cmocka_unit_test(test_live_idle),
 		cmocka_unit_test(test_live_group_stopped),
 		cmocka_unit_test(test_live_errors),
