@@ -110,8 +110,15 @@ def test_cli_dumps(build, tmp):
     check("stackdump loop: failures are only 'thread exited' or 'did not stop in time'",
           other == 0,
           sorted(other_errors)[:5])
-    check("stackdump loop: some dumps caught a thread exiting", exited > 0 and ok > 0,
-          f"{ok} stacks, {exited} exited")
+    # How many dumps raced a thread's exit depends on the machine's timing:
+    # counted in the note above, not asserted.  That a thread gone says so
+    # holds by construction: the last target's threads have all been reaped.
+    check("stackdump loop: some dumps gave stacks", ok > 0, f"{ok} stacks, {exited} exited")
+    p = subprocess.run([stackdump, str(pid)], capture_output=True, timeout=10,
+                       stdin=subprocess.DEVNULL)
+    check("stackdump loop: a thread that exited is said to have exited",
+          p.returncode == 1 and (b"exited" in p.stderr or b"no thread" in p.stderr),
+          f"exit {p.returncode}: {p.stderr[-200:]!r}")
     check("stackdump loop: no thread left stopped", stuck == 0, stuck_seen[:3])
     check(f"stackdump loop: all {targets} targets finished their work", finished == targets,
           f"{finished} of {targets}")
