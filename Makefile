@@ -1,12 +1,14 @@
 # cpumond — per-thread CPU usage monitor.  See README.md.
 #
 #   make            build build/cpumond and build/stackdump
-#   make deps       apt-get install the build and test dependencies (Debian 12)
-#   make run        deps, build, run the daemon on config/cpumond.conf
-#   make check      deps, build, run every test (SANITIZE=1: ASan+UBSan)
-#   make bench      deps, build, measure the sampling cost (bench/README.md)
-#   make fuzz       deps, build and run the libFuzzer targets (tests/fuzz/)
-#   make check-faults  deps, build, run the fault suite (tests/faults/)
+#   make deps       apt-get install what building and running needs (Debian 12)
+#   make test-deps  deps, and what the tests need too (servers not started)
+#   make run        deps, build, try the daemon on config/cpumond.conf with
+#                   its database in $(B)/run/
+#   make check      test-deps, build, run every test (SANITIZE=1: ASan+UBSan)
+#   make bench      test-deps, build, measure the sampling cost (bench/README.md)
+#   make fuzz       test-deps, build and run the libFuzzer targets (tests/fuzz/)
+#   make check-faults  test-deps, build, run the fault suite (tests/faults/)
 #   make install    copy files under $(DESTDIR)$(PREFIX)
 
 PREFIX     ?= /usr/local
@@ -50,10 +52,14 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TARGET_SRC := $(wildcard tests/targets/*.c)
 TARGET_BIN := $(TARGET_SRC:tests/targets/%.c=$(B)/tests/%)
 
-DEB_DEPS   := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
-              libsqlite3-dev libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev liblzma-dev \
-              libsystemd-dev prometheus prometheus-node-exporter logrotate \
-              elfutils gdb g++ xz-utils sysstat procps util-linux valgrind
+# What building and running needs (make deps), and what the tests, the
+# fault suite, the fuzzers and the benchmarks need besides (make test-deps).
+# README.md lists both; tests/integration/test_docs.py checks that it does.
+DEB_DEPS      := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
+                 libsqlite3-dev liblzma-dev libsystemd-dev
+DEB_TEST_DEPS := libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev \
+                 prometheus prometheus-node-exporter logrotate elfutils gdb g++ \
+                 xz-utils sysstat procps util-linux valgrind groff-base mandoc
 
 all: $(B)/cpumond $(B)/stackdump
 
@@ -84,7 +90,7 @@ $(B)/bench/%: bench/%.c $(B)/libcpumond.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: deps
+bench: test-deps
 	$(MAKE) $(B)/cpumond $(B)/bench/sampler_bench $(B)/bench/cpuwatch $(B)/bench/gate_bench \
 	  $(B)/bench/churn_bench $(B)/bench/stop_bench $(B)/tests/hotchain $(B)/tests/churn
 	B=$(B) bench/run.sh
@@ -101,7 +107,7 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(wildcard */*.h)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 $(CPPFLAGS) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
 
-fuzz: deps
+fuzz: test-deps
 	$(MAKE) $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do \
 	  name=$${f#build-fuzz/fuzz_}; corpus=tests/fuzz/corpus/$$name; \
@@ -110,21 +116,50 @@ fuzz: deps
 	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$scratch $$corpus || exit 1; \
 	done
 
-deps:
-	@missing=; for p in $(DEB_DEPS); do \
+# apt_install PACKAGES: apt-get install those of PACKAGES that are missing.
+define apt_install
+@missing=; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  if [ "$$(id -u)" -ne 0 ]; then echo "run 'make deps' as root, or: apt-get install$$missing" >&2; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	[ -n "$$missing" ] || exit 0; \
+	echo "installing:$$missing"; \
+	if [ "$$(id -u)" -ne 0 ]; then echo "run 'make $@' as root, or: apt-get install$$missing" >&2; exit 1; fi; \
+	$(2) \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
+endef
 
+# Shell text for apt_install: no service starts during the install.  Debian's
+# maintainer scripts ask /usr/sbin/policy-rc.d before they start a service
+# (invoke-rc.d, deb-systemd-invoke), and exit status 101 refuses.  Ours is
+# there only during the install; an administrator's own is kept aside and
+# put back afterwards, also when the install fails or is interrupted, and
+# after a run that was killed.  The tests start their own servers.
+no_service_starts = rc=/usr/sbin/policy-rc.d; kept=$$rc.cpumond-kept; \
+	mark='\# written by cpumond make test-deps for the install; removed after it'; \
+	there() { [ -e "$$1" ] || [ -L "$$1" ]; }; \
+	restore() { if ! there $$rc || grep -qsxF "$$mark" $$rc; then \
+	  rm -f $$rc; if there $$kept; then mv $$kept $$rc; fi; fi; }; \
+	restore; \
+	if there $$kept; then echo "$$kept is in the way: put it back to $$rc or remove it" >&2; exit 1; fi; \
+	if there $$rc; then mv $$rc $$kept; fi; \
+	trap restore EXIT; trap 'exit 130' INT TERM HUP; \
+	printf '\#!/bin/sh\n%s\nexit 101\n' "$$mark" >$$rc && chmod 0755 $$rc || exit 1;
+
+deps:
+	$(call apt_install,$(DEB_DEPS))
+
+test-deps: deps
+	$(call apt_install,$(DEB_TEST_DEPS),$(no_service_starts))
+
+# A try-out: the example configuration, with the database under $(B)/run
+# instead of its /var/lib/cpumond, nothing else written.
 run: deps
 	$(MAKE) all
-	$(B)/cpumond -c config/cpumond.conf
+	@echo "make run: the database is $(B)/run/cpumond.db; follow the log from a second terminal in $(CURDIR) with"
+	@echo "    $(B)/cpumond tail -f -d $(B)/run/cpumond.db"
+	$(B)/cpumond -c config/cpumond.conf -d $(B)/run/cpumond.db
 
-check: deps
+check: test-deps
 	$(MAKE) all $(UNIT_BIN) $(TARGET_BIN)
 	B=$(B) tests/run-all.sh $(UNIT_BIN)
 
@@ -133,7 +168,7 @@ check: deps
 # /usr/local/sbin/cpumond; the installed one gets SBINDIR and SYSCONFDIR.
 # An existing configuration is never overwritten.
 # The fault suite (tests/faults/): kills, full disks, hostile input, soak.
-check-faults: deps
+check-faults: test-deps
 	$(MAKE) all $(TARGET_BIN)
 	B=$(B) tests/faults/run.sh
 
@@ -175,6 +210,6 @@ uninstall:
 clean:
 	rm -rf build build-sanitize build-fuzz
 
-.PHONY: all bench fuzz deps run check check-faults install clean
+.PHONY: all bench fuzz deps test-deps run check check-faults install clean
 .SECONDARY:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
