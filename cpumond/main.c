@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "cpumond/daemon.h"
@@ -34,7 +35,8 @@ static void usage(FILE *out)
 	        "       cpumond --help | --version\n"
 	        "\n"
 	        "  -c, --config FILE   configuration (default " CONFIG_DEFAULT_PATH ")\n"
-	        "  -d, --database DB   log database (default: the configuration's)\n"
+	        "  -d, --database DB   log database (default: the configuration's; tail and report\n"
+	        "                      without -c and without that file: " CONFIG_DEFAULT_DATABASE ")\n"
 	        "  -v, --verbose       log debug messages too\n"
 	        "      --cycles N      stop after N sampling cycles (benchmarks, tests)\n"
 	        "  -n, --lines N       tail: print the last N events first (default 10)\n"
@@ -71,6 +73,26 @@ static int parse_count(const char *text, long *out)
 static int load_config(const char *path, struct config *cfg)
 {
 	return config_load(path, cfg, stderr) < 0 ? EXIT_CONFIG : EXIT_OK;
+}
+
+/* The configuration of a reader (tail, report) given no -d: PATH from -c,
+ * or NULL for the default file.  The readers need only the database, so
+ * without -c a missing default file is no error: they read the default
+ * database, which then must exist (a host where cpumond was never set up is
+ * told so, not left waiting for the file).  Returns EXIT_OK with *CFG
+ * loaded, or zeroed when there is no file (cfg->database NULL), or the exit
+ * status to end with after saying why. */
+static int load_reader_config(const char *command, const char *path, struct config *cfg)
+{
+	if (path || access(CONFIG_DEFAULT_PATH, F_OK) == 0 || errno != ENOENT)
+		return load_config(path ? path : CONFIG_DEFAULT_PATH, cfg);
+	if (access(CONFIG_DEFAULT_DATABASE, F_OK) < 0 && errno == ENOENT) {
+		fprintf(stderr, "cpumond: %s: no configuration %s and no database %s: give the "
+		        "database with -d DB or the configuration with -c FILE\n", command,
+		        CONFIG_DEFAULT_PATH, CONFIG_DEFAULT_DATABASE);
+		return EXIT_DATABASE;
+	}
+	return EXIT_OK;
 }
 
 /* The options of the commands that take only -c FILE (check-config,
@@ -165,10 +187,10 @@ static int cmd_tail(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (!opt.database) {
-		rc = load_config(config_path ? config_path : CONFIG_DEFAULT_PATH, &cfg);
+		rc = load_reader_config("tail", config_path, &cfg);
 		if (rc != EXIT_OK)
 			return rc;
-		opt.database = cfg.database;
+		opt.database = cfg.database ? cfg.database : CONFIG_DEFAULT_DATABASE;
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -293,14 +315,14 @@ static int cmd_report(int argc, char **argv)
 	/* -d alone reads no configuration; -c (or neither) gives the database
 	 * and [report] ignore, each overridden by -d and --ignore. */
 	if (config_path || !opt.database) {
-		rc = load_config(config_path ? config_path : CONFIG_DEFAULT_PATH, &cfg);
+		rc = load_reader_config("report", config_path, &cfg);
 		if (rc != EXIT_OK) {
 			if (ignore)
 				regfree(&ignore_re);
 			return rc;
 		}
-		if (!opt.database)
-			opt.database = cfg.database;   /* ndatabases is 0 */
+		if (!opt.database)    /* ndatabases is 0 */
+			opt.database = cfg.database ? cfg.database : CONFIG_DEFAULT_DATABASE;
 		if (!ignore && cfg.report_ignore)
 			opt.ignore = &cfg.report_ignore_re;
 	}

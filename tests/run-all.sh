@@ -32,7 +32,7 @@ done
 # Each integration script ends with "N passed, N failed, N skipped".
 for script in tests/integration/run.py tests/integration/test_report.py \
 	tests/integration/test_service.py tests/integration/test_fleet.py \
-	tests/stackdump/compare.py; do
+	tests/integration/test_docs.py tests/stackdump/compare.py; do
 	echo "== $script"
 	python3 "$script" --build "$B" >"$out" 2>&1
 	rc=$?

@@ -101,6 +101,16 @@ pid = {pid2}
 """)
 
 
+def bare_host(argv, db=None):
+    """ARGV run in a mount namespace of its own whose /etc and /var/lib are
+    empty: no /etc/cpumond/cpumond.conf and no default database, whatever
+    this machine has, unless DB is copied to /var/lib/cpumond/cpumond.db."""
+    setup = "mount -t tmpfs none /etc && mount -t tmpfs none /var/lib && "
+    if db:
+        setup += 'mkdir /var/lib/cpumond && cp "$0" /var/lib/cpumond/cpumond.db && '
+    return ["unshare", "--mount", "sh", "-c", setup + 'exec "$@"', db or "sh"] + argv
+
+
 def test_cli(build, tmp):
     """Arguments -> exit status and the first line of stderr."""
     cpumond = os.path.join(build, "cpumond")
@@ -122,12 +132,39 @@ def test_cli(build, tmp):
         ([cpumond, "tail", "-d", "/nonexistent/x.db"], 1, "/nonexistent/x.db"),
         ([cpumond, "tail", "-n", "many"], 2, "not a count"),
         ([cpumond, "tail", "-c", good, "-d", "x.db"], 2, "not both"),
+        ([cpumond, "tail", "-c", "/nonexistent/cpumond.conf"], 3, "/nonexistent/cpumond.conf"),
+        ([cpumond, "report", "-c", "/nonexistent/cpumond.conf"], 3, "/nonexistent/cpumond.conf"),
         ([stackdump], 2, None),
         ([stackdump, "--version"], 0, None),
         ([stackdump, "999999999"], 1, "999999999"),
     ]
+    # Without -c and without /etc/cpumond/cpumond.conf the readers take the
+    # default database, and say which path they tried when it is missing.
+    empty = os.path.join(tmp, "empty.db")
+    subprocess.run([cpumond, "-c", good, "-d", empty, "--cycles", "1"], capture_output=True,
+                   timeout=30)
+    probe = subprocess.run(bare_host(["test", "!", "-e", "/etc/cpumond"]), capture_output=True,
+                           text=True, timeout=10)
+    if probe.returncode == 0 and os.path.exists(empty):
+        missing = "no configuration /etc/cpumond/cpumond.conf and no database /var/lib/cpumond/cpumond.db"
+        table += [
+            (bare_host([cpumond, "tail"]), 4, "cpumond: tail: " + missing),
+            (bare_host([cpumond, "tail", "-f"]), 4, "cpumond: tail: " + missing),
+            (bare_host([cpumond, "report"]), 4, "cpumond: report: " + missing),
+            (bare_host([cpumond, "tail", "-c", "/etc/cpumond/cpumond.conf"]), 3,
+             "/etc/cpumond/cpumond.conf"),
+            (bare_host([cpumond, "tail"], empty), 0, None),
+            (bare_host([cpumond, "report", "--json"], empty), 0, None),
+        ]
+    else:
+        skip("cli: tail and report without /etc/cpumond", "no mount namespace of our own "
+             f"(unshare: {probe.stderr.strip() or probe.returncode}), or no empty database")
     for argv, status, stderr_has in table:
-        name = "cli: " + " ".join(os.path.basename(a) if a == argv[0] else a for a in argv)
+        cmd = next(i for i, a in enumerate(argv) if a in (cpumond, stackdump))
+        name = "cli: " + ("(bare host) " if cmd else "") + \
+            " ".join([os.path.basename(argv[cmd])] + argv[cmd + 1:])
+        if cmd and argv[cmd - 1] != "sh":
+            name += " (default database present)"
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=10,
                                stdin=subprocess.DEVNULL)
