@@ -97,17 +97,28 @@ static const struct {
 	[KEY_ALL] = { "all", false, true, false },
 };
 
-/* Largest first: config_print writes the largest unit that is exact. */
+/* Largest first: config_print writes the first unit that is exact.  A
+ * unit that reads the same as one before it is read, never written. */
 struct unit {
 	const char *suffix;
 	uint64_t size;
 };
+/* Weeks come after days: "14d" is what the documentation shows, not "2w".
+ * "m" is minutes, as systemd and report --since read it. */
 static const struct unit units[] = {
-	{ "d", 86400000 }, { "h", 3600000 }, { "min", 60000 }, { "s", 1000 }, { "ms", 1 },
+	{ "d", 86400000 }, { "w", 604800000 }, { "h", 3600000 }, { "min", 60000 },
+	{ "m", 60000 }, { "s", 1000 }, { "ms", 1 },
 };
+/* Powers of 1024: KiB, MiB, GiB, TiB and their short forms K, M, G, T (as
+ * systemd and GNU coreutils read them); powers of 1000: KB (and kB), MB,
+ * GB, TB (as coreutils reads them).  Each IEC name comes before its short
+ * form, so that 256 MiB is written "256MiB". */
 static const struct unit size_units[] = {
-	{ "TiB", UINT64_C(1) << 40 }, { "GiB", UINT64_C(1) << 30 }, { "MiB", UINT64_C(1) << 20 },
-	{ "KiB", UINT64_C(1) << 10 }, { "B", 1 },
+	{ "TiB", UINT64_C(1) << 40 }, { "T", UINT64_C(1) << 40 }, { "TB", UINT64_C(1000000000000) },
+	{ "GiB", UINT64_C(1) << 30 }, { "G", UINT64_C(1) << 30 }, { "GB", UINT64_C(1000000000) },
+	{ "MiB", UINT64_C(1) << 20 }, { "M", UINT64_C(1) << 20 }, { "MB", UINT64_C(1000000) },
+	{ "KiB", UINT64_C(1) << 10 }, { "K", UINT64_C(1) << 10 }, { "KB", 1000 }, { "kB", 1000 },
+	{ "B", 1 },
 };
 
 enum section { SECTION_NONE, SECTION_IGNORED, SECTION_GLOBAL, SECTION_REPORT, SECTION_WATCH };
@@ -171,19 +182,22 @@ static char *trim(char *s)
 }
 
 /* Digits and a suffix from UNITS (none: DEFAULT_UNIT) to a count of the
- * smallest unit. */
+ * smallest unit: 0, -EINVAL (not such a number), or -ERANGE (it is, but
+ * past UINT64_MAX). */
 static int parse_with_unit(const char *text, const struct unit *u, size_t nunits,
                            uint64_t default_unit, uint64_t *out)
 {
 	const char *end;
 	uint64_t n = 0, unit = 0;
+	bool overflow = false;
 
 	for (end = text; *end >= '0' && *end <= '9'; end++) {
 		unsigned digit = (unsigned)(*end - '0');
 
 		if (n > (UINT64_MAX - digit) / 10)
-			return -EINVAL;
-		n = n * 10 + digit;
+			overflow = true;
+		else
+			n = n * 10 + digit;
 	}
 	if (end == text)
 		return -EINVAL;
@@ -192,8 +206,10 @@ static int parse_with_unit(const char *text, const struct unit *u, size_t nunits
 	for (size_t i = 0; i < nunits && !unit; i++)
 		if (strcmp(end, u[i].suffix) == 0)
 			unit = u[i].size;
-	if (!unit || n > UINT64_MAX / unit)
+	if (!unit)
 		return -EINVAL;
+	if (overflow || n > UINT64_MAX / unit)
+		return -ERANGE;
 	*out = n * unit;
 	return 0;
 }
@@ -261,12 +277,14 @@ static int get_duration(struct parser *p, enum key key, const char *value,
 	char lo[32], hi[32];
 	uint64_t ms;
 
-	if (config_parse_duration(value, &ms) < 0) {
-		report(p, p->lineno, "%s: \"%s\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d)",
+	int e = config_parse_duration(value, &ms);
+
+	if (e == -EINVAL) {
+		report(p, p->lineno, "%s: \"%s\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d, 2w)",
 		       keys[key].name, value);
 		return -EINVAL;
 	}
-	if (ms < min || ms > max) {
+	if (e < 0 || ms < min || ms > max) {
 		report(p, p->lineno, "%s: %s is out of range %s..%s", keys[key].name, value,
 		       format_duration(min, lo, sizeof lo), format_duration(max, hi, sizeof hi));
 		return -EINVAL;
@@ -281,9 +299,16 @@ static int get_size(struct parser *p, enum key key, const char *value, uint64_t 
 	char lo[32];
 	uint64_t bytes;
 
-	if (config_parse_size(value, &bytes) < 0) {
-		report(p, p->lineno, "%s: \"%s\" is not a size (such as 64MiB, 1GiB, 4096)",
+	int e = config_parse_size(value, &bytes);
+
+	if (e == -EINVAL) {
+		report(p, p->lineno, "%s: \"%s\" is not a size (such as 64MiB, 1GiB, 1GB, 4096)",
 		       keys[key].name, value);
+		return -EINVAL;
+	}
+	if (e < 0) {
+		report(p, p->lineno, "%s: %s is too large (at most 2^64 - 1 bytes)", keys[key].name,
+		       value);
 		return -EINVAL;
 	}
 	if (bytes && bytes < min) {

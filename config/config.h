@@ -77,12 +77,18 @@ void config_print(const struct config *cfg, FILE *out);
 /* Frees what config_load allocated and zeroes *CFG; safe on a zeroed struct. */
 void config_free(struct config *cfg);
 
-/* "4096", "512KiB", "256MiB", "2GiB", "1TiB" (no suffix: bytes) to bytes.
- * Returns 0, or -EINVAL for anything else (empty, negative, overflow, junk). */
+/* A whole number and a unit to bytes: none or B (bytes); KiB, MiB, GiB, TiB
+ * and K, M, G, T (powers of 1024); KB or kB, MB, GB, TB (powers of 1000):
+ * "4096", "512KiB", "256M", "2GiB", "1GB".  Returns 0, -ERANGE when the
+ * bytes do not fit in 64 bits, or -EINVAL for anything else (empty,
+ * negative, a fraction, another unit, junk). */
 int config_parse_size(const char *text, uint64_t *bytes);
 
-/* "250ms", "3s", "3", "2min", "1h", "14d" (no suffix: seconds) to milliseconds.
- * Returns 0, or -EINVAL for anything else (empty, negative, overflow, junk). */
+/* A whole number and a unit to milliseconds: ms, s (also none), min or m,
+ * h, d, w: "250ms", "3s", "3", "2min", "30m", "1h", "14d", "2w".  Returns 0,
+ * -ERANGE when the milliseconds do not fit in 64 bits, or -EINVAL for
+ * anything else (empty, negative, another unit, junk).  Also reads
+ * report --since and --until. */
 int config_parse_duration(const char *text, uint64_t *ms);
 
 #endif

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "config/config.h"
 #include "cpumond/flamegraph.h"
 #include "cpumond/json.h"
 #include "cpumond/log.h"
@@ -287,36 +288,19 @@ static int days_in_month(int y, int m)
 	return m == 2 && leap ? 29 : dim[m - 1];
 }
 
-/* "90s", "30m", "30min", "1h", "2d", "1w" before NOW_US. */
+/* "90s", "30m", "30min", "1h", "2d", "2w" before NOW_US: a duration as the
+ * configuration reads it, with its unit -- a bare number is more likely a
+ * date cut short than seconds. */
 static int parse_ago(const char *text, int64_t now_us, int64_t *out_us)
 {
-	static const struct {
-		const char *suffix;
-		int64_t us;
-	} units[] = {
-		{ "s", INT64_C(1000000) }, { "m", INT64_C(60000000) }, { "min", INT64_C(60000000) },
-		{ "h", INT64_C(3600000000) }, { "d", INT64_C(86400000000) },
-		{ "w", INT64_C(604800000000) },
-	};
-	const char *p = text;
-	int64_t n = 0;
+	size_t n = strlen(text);
+	uint64_t ms;
 
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (n > (INT64_MAX - 9) / 10)
-			return -EINVAL;
-		n = n * 10 + (*p - '0');
-	}
-	if (p == text)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-		if (strcmp(p, units[i].suffix) != 0)
-			continue;
-		if (n > INT64_MAX / units[i].us || n * units[i].us > now_us)
-			return -EINVAL;  /* before 1970 */
-		*out_us = now_us - n * units[i].us;
-		return 0;
-	}
-	return -EINVAL;
+	if (n == 0 || (text[n - 1] >= '0' && text[n - 1] <= '9') ||
+	    config_parse_duration(text, &ms) < 0 || now_us < 0 || ms > (uint64_t)now_us / 1000)
+		return -EINVAL;  /* or before 1970 */
+	*out_us = now_us - (int64_t)ms * 1000;
+	return 0;
 }
 
 /* RFC 3339, or a local date and time without a zone. */
@@ -468,31 +452,19 @@ size_t report_signature_name(const char *symbol, char *buf, size_t len)
 	return n;
 }
 
-static const char *module_base(const char *module)
-{
-	const char *slash;
-
-	if (!module || !*module)
-		return "?";
-	slash = strrchr(module, '/');
-	return slash && slash[1] ? slash + 1 : module;
-}
-
 void report_frame_name(const struct stackdump_frame *f, enum report_name style, char *buf,
                        size_t len)
 {
+	bool named = f->symbol && f->symbol[0];
+
 	if (len == 0)
 		return;
-	if (f->symbol && f->symbol[0]) {
-		if (style == REPORT_NAME_EXACT)
-			snprintf(buf, len, "%s", f->symbol);
-		else
-			report_signature_name(f->symbol, buf, len);
-	} else if (style == REPORT_NAME_SIGNATURE) {
-		snprintf(buf, len, "[%s]", module_base(f->module));
-	} else {
-		snprintf(buf, len, "%s+0x%" PRIx64, module_base(f->module), f->func_offset);
-	}
+	if (named && style != REPORT_NAME_EXACT)
+		report_signature_name(f->symbol, buf, len);
+	else if (!named && style == REPORT_NAME_SIGNATURE)
+		snprintf(buf, len, "[%s]", stackdump_module_file(f->module));
+	else
+		stackdump_function_name(f, buf, len);
 }
 
 /* ---- Aggregation ---- */
@@ -658,12 +630,21 @@ int report_add_event(struct report *r, const struct store_event *ev)
 
 bool report_frame_ignored(const struct report *r, const struct stackdump_frame *f)
 {
+	/* The C runtime's start frames lie under every thread (glibc 2.36:
+	 * start_thread <- clone3; main <- __libc_start_call_main <-
+	 * __libc_start_main_impl <- _start; older ones clone and __clone), so
+	 * without them --by entry names the program's own entry. */
+	static const char *const runtime[] = {
+		"_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
+		"start_thread", "clone", "__clone", "clone3", "__clone3",
+	};
 	char name[NAME_LEN];
 
-	if (!r->ignore)
-		return false;
 	report_frame_name(f, REPORT_NAME_SIGNATURE, name, sizeof name);
-	return regexec(r->ignore, name, 0, NULL, 0) == 0;
+	for (size_t i = 0; i < sizeof runtime / sizeof runtime[0]; i++)
+		if (strcmp(name, runtime[i]) == 0)
+			return true;
+	return r->ignore && regexec(r->ignore, name, 0, NULL, 0) == 0;
 }
 
 /* Sets the stack's key, signature and entry frame. */
@@ -1116,7 +1097,7 @@ static void put_local(int64_t t_us, bool zone, FILE *out)
 	fputs(buf, out);
 }
 
-/* One frame of the table: "symbol (module)" or "module+0xoffset". */
+/* One frame of the table, a function: "symbol (module)" or "module@0xSTART". */
 static void put_table_frame(const struct report *r, const struct stackdump_frame *f,
                             size_t i, bool entry, FILE *out)
 {
@@ -1127,7 +1108,7 @@ static void put_table_frame(const struct report *r, const struct stackdump_frame
 	stackdump_put_escaped(name, out);
 	if (f->symbol && f->symbol[0]) {
 		fputs(" (", out);
-		stackdump_put_escaped(module_base(f->module), out);
+		stackdump_put_escaped(stackdump_module_file(f->module), out);
 		fputc(')', out);
 	}
 	if (entry)
@@ -1149,14 +1130,15 @@ static void put_table_frames(const struct report *r, const struct report_group *
 	}
 	/* "... 1 more" would take the line the frame takes. */
 	for (size_t i = 0; i <= last && (i < TABLE_FRAMES || last <= TABLE_FRAMES + 1); i++)
-		put_table_frame(r, &st->frames[i], i, i == last && r->ignore, out);
+		put_table_frame(r, &st->frames[i], i, i == last, out);
 	if (last > TABLE_FRAMES + 1) {
 		fprintf(out, "      ...  %zu more\n", last - TABLE_FRAMES);
-		put_table_frame(r, &st->frames[last], last, r->ignore != NULL, out);
+		put_table_frame(r, &st->frames[last], last, true, out);
 	}
+	/* The frames outside the entry are ignored ones, by its definition. */
 	if (st->nframes > last + 1)
-		fprintf(out, "      ...  %zu %s\n", st->nframes - last - 1,
-		        r->ignore ? "ignored frames" : "more");
+		fprintf(out, "      ...  %zu ignored frame%s\n", st->nframes - last - 1,
+		        st->nframes - last - 1 == 1 ? "" : "s");
 	else if (st->truncated)
 		fputs("      ...  (truncated)\n", out);
 }

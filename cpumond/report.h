@@ -15,12 +15,16 @@
  * events and stacks and never touches SQLite, so it is tested on its own;
  * report_run is the thin reader around it.
  *
- * Frame names (report_frame_name) come in three styles:
- *   REPORT_NAME_EXACT      the symbol as stored, else "module+0xFUNC_OFFSET"
- *                          (module as its file name): folded stacks, the
- *                          flame graph, the table's frames;
+ * A report counts functions, never instructions (the stacks it reads keep
+ * each frame's function start only), so its frames are spelled as
+ * functions (stackdump.h): "module@0xSTART" when unnamed.  Frame names
+ * (report_frame_name) come in three styles:
+ *   REPORT_NAME_EXACT      stackdump_function_name: the symbol as stored,
+ *                          else "module@0xFUNC_OFFSET" (module as its file
+ *                          name): folded stacks, the flame graph, the
+ *                          table's frames;
  *   REPORT_NAME_FUNCTION   the symbol without compiler suffixes, else
- *                          "module+0xFUNC_OFFSET": --by top-frame and entry,
+ *                          "module@0xFUNC_OFFSET": --by top-frame and entry,
  *                          where an unnamed function of one build still
  *                          needs telling apart from its neighbours;
  *   REPORT_NAME_SIGNATURE  the symbol without compiler suffixes, else
@@ -64,7 +68,9 @@ struct report_options {
 	bool json;               /* one JSON object per group and line */
 	bool folded;             /* every sample as folded stacks */
 	const char *svg_path;    /* write an SVG flame graph there ("-": OUT) */
-	const regex_t *ignore;   /* system frames ([report] ignore), or NULL */
+	const regex_t *ignore;   /* system frames besides the built-in ones
+	                            (report_frame_ignored): [report] ignore or
+	                            --ignore; NULL: the built-in ones only */
 	int top;                 /* groups shown; 0: all; < 0: 10 for the table,
 	                            all for JSON */
 };
@@ -82,7 +88,8 @@ int report_parse_by(const char *text, enum report_by *by);
 const char *report_by_name(enum report_by by);
 
 /* A --since/--until argument to microseconds since the epoch:
- *   "now"; "90s", "30m", "1h", "2d", "1w" (also "30min"): that long before
+ *   "now"; a duration with its unit, as config_parse_duration reads it
+ *   ("90s", "30m" or "30min", "1h", "2d", "2w", "500ms"): that long before
  *   NOW_US;
  *   RFC 3339: "2026-11-29T13:04:05Z", "2026-11-29T13:04:05.250+01:00"
  *   (T or a space, Z or z, up to 9 fractional digits, cut to µs);
@@ -109,7 +116,7 @@ void report_frame_name(const struct stackdump_frame *f, enum report_name style, 
 struct report;
 
 /* Returns 0 and a new aggregation in *OUT, or -ENOMEM.  IGNORE (may be
- * NULL) must outlive it. */
+ * NULL), the system frames besides the built-in ones, must outlive it. */
 int report_new(enum report_by by, const regex_t *ignore, struct report **out);
 void report_free(struct report *r);
 
@@ -192,8 +199,11 @@ const struct report_group *report_group(const struct report *r, size_t i);
 const struct stackdump_stack *report_stack(const struct report *r, size_t i,
                                            uint64_t *samples);
 
-/* Whether frame F is a system frame (its REPORT_NAME_SIGNATURE name matches
- * the ignore regex). */
+/* Whether frame F is a system frame: its REPORT_NAME_SIGNATURE name is one
+ * of the C runtime's start frames, which are always ignored (_start,
+ * __libc_start_main, __libc_start_main_impl, __libc_start_call_main,
+ * start_thread, clone, __clone, clone3, __clone3), or matches the ignore
+ * regex, which adds to them. */
 bool report_frame_ignored(const struct report *r, const struct stackdump_frame *f);
 
 /* The ranked table: a summary, then per group its rank, samples, share of

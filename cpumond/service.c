@@ -2,10 +2,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
+
+#include "stackdump/stackdump.h"
 
 void service_ready(const char *status)
 {
@@ -41,18 +41,6 @@ void service_watchdog(void)
 	sd_notify(0, "WATCHDOG=1");
 }
 
-/* "name" or "module+0xoffset" of frame I, for the message and a field. */
-static void frame_name(const struct stackdump_frame *f, char *buf, size_t len)
-{
-	const char *module = f->module ? f->module : "?";
-	const char *base = strrchr(module, '/');
-
-	if (f->symbol)
-		snprintf(buf, len, "%s", f->symbol);
-	else
-		snprintf(buf, len, "%s+0x%" PRIx64, base ? base + 1 : module, f->func_offset);
-}
-
 int service_journal_event(const struct store_event *ev)
 {
 	const struct stackdump_stack *sk = &ev->stack;
@@ -60,7 +48,7 @@ int service_journal_event(const struct store_event *ev)
 	char frames[512], hash[20];
 
 	for (size_t i = 0; i < 3 && i < sk->nframes; i++)
-		frame_name(&sk->frames[i], top[i], sizeof top[i]);
+		stackdump_function_name(&sk->frames[i], top[i], sizeof top[i]);
 	if (sk->nframes)
 		snprintf(frames, sizeof frames, ": %s%s%s%s%s%s", top[0], top[1][0] ? " <- " : "",
 		         top[1], top[2][0] ? " <- " : "", top[2], sk->nframes > 3 ? " <- ..." : "");

@@ -32,8 +32,11 @@ uint64_t service_watchdog_period_ms(void);
 void service_watchdog(void);
 
 /* One structured journal entry for an overload event: MESSAGE (process,
- * thread, usage, top frames), PRIORITY=4 and CPUMOND_* fields.  Returns 0 or
- * a negative errno. */
+ * thread, usage, the key stack's three innermost functions), PRIORITY=4 and
+ * CPUMOND_* fields, CPUMOND_TOP_FRAME the innermost function.  Functions
+ * are spelled as stackdump_function_name does ("module@0xSTART" when
+ * unnamed), so that the field has one value for every sample of a
+ * function.  Returns 0 or a negative errno. */
 int service_journal_event(const struct store_event *ev);
 
 #endif

@@ -1,11 +1,15 @@
-/* stackdump: print one thread's user stack (pstack for one thread).
+/* stackdump: print one thread's user stack (pstack for one thread), or
+ * every thread of a process, one after the other.
  *
  *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--help] [--version] TID
+ *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] -p PID
  *
- * Exit status: 0 dumped, 1 the dump failed, 2 usage error.
+ * Exit status: 0 dumped (with -p: at least one thread), 1 the dump failed
+ * (with -p: no thread could be dumped), 2 usage error.
  */
 #include "stackdump/stackdump.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,12 +24,14 @@
 #endif
 
 static const char usage_line[] =
-	"usage: stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--help] [--version] TID\n";
+	"usage: stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--help] [--version] TID\n"
+	"       stackdump [-a] [-n MAX_FRAMES] [-s BYTES] -p PID\n";
 
 static void usage(FILE *f)
 {
 	fprintf(f, "%s"
 	           "Stops thread TID for as short a time as possible, prints its stack.\n"
+	           "  -p, --pid PID       every thread of process PID, each stopped alone\n"
 	           "  -a, --addresses     print each frame's instruction pointer\n"
 	           "  -n, --max-frames N  unwind at most N frames (1..%d, default 256)\n"
 	           "  -s, --stack-copy N  copy N bytes of stack (%u..%u, default %u)\n"
@@ -97,24 +103,119 @@ static pid_t tgid_of(pid_t tid)
 static void print_with_addresses(const struct stackdump_stack *st)
 {
 	for (size_t i = 0; i < st->nframes; i++) {
-		struct stackdump_stack one = { .frames = &st->frames[i], .nframes = 1 };
-		char prefix[48];
-
-		/* stackdump_print numbers from 0: print the line, then fix it. */
-		char *line = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&line, &len);
-		if (!f)
-			return;
-		stackdump_print(&one, "", f);
-		fclose(f);
-		snprintf(prefix, sizeof(prefix), "  #%zu 0x%" PRIx64 " ", i, st->frames[i].ip);
-		fputs(prefix, stdout);
-		fputs(line + 3, stdout);            /* after "#0 " */
-		free(line);
+		printf("  #%zu 0x%" PRIx64 " ", i, st->frames[i].ip);
+		stackdump_put_frame(&st->frames[i], stdout);
+		putchar('\n');
 	}
 	if (st->truncated)
 		printf("  (truncated at %zu frames)\n", st->nframes);
+}
+
+/* Dumps thread TID of process PID and prints it: a header line naming the
+ * thread, its process and the stop, then the frames.  Returns 0, or the
+ * negative errno of stackdump_thread after the reason went to stderr. */
+static int dump_one(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames, bool addresses)
+{
+	struct stackdump_stack st;
+	int r = stackdump_thread(sd, pid, tid, max_frames, &st);
+
+	if (r < 0) {
+		fprintf(stderr, "stackdump: %s\n", st.error);
+		stackdump_stack_free(&st);
+		return r;
+	}
+
+	char path[64], tname[64], pname[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	read_line(path, tname, sizeof(tname));
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	read_line(path, pname, sizeof(pname));
+
+	printf("tid %d (", (int)tid);
+	stackdump_put_escaped(tname, stdout);
+	printf(") of pid %d (", (int)pid);
+	stackdump_put_escaped(pname, stdout);
+	printf("), stopped %" PRIu64 " µs\n", (st.stop_ns + 500) / 1000);
+	if (addresses)
+		print_with_addresses(&st);
+	else
+		stackdump_print(&st, "  ", stdout);
+	/* The frames on stdout first, so that the reason follows them on a
+	 * terminal. */
+	fflush(stdout);
+	if (st.error[0])
+		fprintf(stderr, "stackdump: %s\n", st.error);
+	stackdump_stack_free(&st);
+	return 0;
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The threads of process PID, from /proc/PID/task, in ascending order (the
+ * main thread first): *TIDS to free, *N of them.  Returns 0 or -errno. */
+static int list_threads(pid_t pid, pid_t **tids, size_t *n)
+{
+	char path[64];
+	struct dirent *de;
+	size_t cap = 0;
+	long tid;
+	DIR *d;
+
+	*tids = NULL;
+	*n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return -errno;
+	while ((de = readdir(d))) {
+		if (!parse_num(de->d_name, 1, INT32_MAX, &tid))
+			continue;    /* "." and ".." */
+		if (*n == cap) {
+			pid_t *p = reallocarray(*tids, cap ? 2 * cap : 64, sizeof(**tids));
+
+			if (!p) {
+				closedir(d);
+				free(*tids);
+				*tids = NULL;
+				*n = 0;
+				return -ENOMEM;
+			}
+			*tids = p;
+			cap = cap ? 2 * cap : 64;
+		}
+		(*tids)[(*n)++] = (pid_t)tid;
+	}
+	closedir(d);
+	qsort(*tids, *n, sizeof(**tids), cmp_tid);
+	return 0;
+}
+
+/* Dumps every thread that process PID has when it starts, one after the
+ * other, each stopped alone; a thread that exits or cannot be dumped is
+ * said on stderr and the next one follows.  Threads created meanwhile are
+ * not dumped.  Returns how many threads were dumped, or -errno when the
+ * threads cannot be listed. */
+static long dump_process(struct stackdump *sd, pid_t pid, int max_frames, bool addresses)
+{
+	pid_t *tids;
+	size_t n;
+	long dumped = 0;
+	int e = list_threads(pid, &tids, &n);
+
+	if (e < 0)
+		return e;
+	for (size_t i = 0; i < n; i++) {
+		if (dumped > 0)
+			putchar('\n');
+		if (dump_one(sd, pid, tids[i], max_frames, addresses) == 0)
+			dumped++;
+	}
+	free(tids);
+	return dumped;
 }
 
 int main(int argc, char **argv)
@@ -122,17 +223,18 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "addresses", no_argument, NULL, 'a' },
 		{ "max-frames", required_argument, NULL, 'n' },
+		{ "pid", required_argument, NULL, 'p' },
 		{ "stack-copy", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	long max_frames = 256, stack_copy = STACKDUMP_STACK_COPY_DEFAULT, tid;
+	long max_frames = 256, stack_copy = STACKDUMP_STACK_COPY_DEFAULT, tid = 0, ppid = 0;
 	bool addresses = false;
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":an:s:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":an:p:s:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			if (!parse_num(optarg, 1, STACKDUMP_MAX_FRAMES, &max_frames))
@@ -141,6 +243,10 @@ int main(int argc, char **argv)
 			break;
 		case 'a':
 			addresses = true;
+			break;
+		case 'p':
+			if (!parse_num(optarg, 1, INT32_MAX, &ppid))
+				return usage_error("-p wants a process id, not \"%s\"", optarg);
 			break;
 		case 's':
 			if (!parse_num(optarg, STACKDUMP_STACK_COPY_MIN, STACKDUMP_STACK_COPY_MAX,
@@ -163,14 +269,21 @@ int main(int argc, char **argv)
 			return usage_error("unknown option %s", argv[optind - 1]);
 		}
 	}
-	if (optind != argc - 1)
-		return usage_error("%s", optind == argc ? "missing TID" : "more than one TID");
-	if (!parse_num(argv[optind], 1, INT32_MAX, &tid))
-		return usage_error("TID must be a thread id, not \"%s\"", argv[optind]);
+	if (ppid) {
+		if (optind != argc)
+			return usage_error("-p PID takes no TID");
+	} else {
+		if (optind != argc - 1)
+			return usage_error("%s", optind == argc ? "missing TID" : "more than one TID");
+		if (!parse_num(argv[optind], 1, INT32_MAX, &tid))
+			return usage_error("TID must be a thread id, not \"%s\"", argv[optind]);
+	}
 
-	pid_t pid = tgid_of((pid_t)tid);
+	/* -p of a thread that is not its process's main one dumps its process. */
+	pid_t pid = tgid_of((pid_t)(ppid ? ppid : tid));
 	if (pid <= 0) {
-		fprintf(stderr, "stackdump: no thread %ld\n", tid);
+		fprintf(stderr, "stackdump: no %s %ld\n", ppid ? "process" : "thread",
+		        ppid ? ppid : tid);
 		return 1;
 	}
 
@@ -180,34 +293,19 @@ int main(int argc, char **argv)
 		stackdump_free(sd);
 		return 1;
 	}
-	struct stackdump_stack st;
-	int r = stackdump_thread(sd, pid, (pid_t)tid, (int)max_frames, &st);
-	if (r < 0) {
-		fprintf(stderr, "stackdump: %s\n", st.error);
-		stackdump_stack_free(&st);
-		stackdump_free(sd);
-		return 1;
+	int rc = 0;
+	if (ppid) {
+		long dumped = dump_process(sd, pid, (int)max_frames, addresses);
+
+		if (dumped < 0)
+			fprintf(stderr, "stackdump: cannot list the threads of pid %d: %s\n", (int)pid,
+			        strerror((int)-dumped));
+		else if (dumped == 0)
+			fprintf(stderr, "stackdump: no thread of pid %d could be dumped\n", (int)pid);
+		rc = dumped > 0 ? 0 : 1;
+	} else {
+		rc = dump_one(sd, pid, (pid_t)tid, (int)max_frames, addresses) < 0;
 	}
-
-	char path[64], tname[64], pname[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%ld/comm", (int)pid, tid);
-	read_line(path, tname, sizeof(tname));
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	read_line(path, pname, sizeof(pname));
-
-	printf("tid %ld (", tid);
-	stackdump_put_escaped(tname, stdout);
-	printf(") of pid %d (", (int)pid);
-	stackdump_put_escaped(pname, stdout);
-	printf("), stopped %" PRIu64 " µs\n", (st.stop_ns + 500) / 1000);
-	if (addresses)
-		print_with_addresses(&st);
-	else
-		stackdump_print(&st, "  ", stdout);
-	if (st.error[0])
-		fprintf(stderr, "stackdump: %s\n", st.error);
-
-	stackdump_stack_free(&st);
 	stackdump_free(sd);
-	return fflush(stdout) == 0 ? 0 : 1;
+	return fflush(stdout) == 0 ? rc : 1;
 }

@@ -618,23 +618,51 @@ void stackdump_put_escaped(const char *s, FILE *out)
 	}
 }
 
+const char *stackdump_module_file(const char *module)
+{
+	const char *slash;
+
+	if (!module || !*module)
+		return "?";
+	slash = strrchr(module, '/');
+	return slash && slash[1] ? slash + 1 : module;
+}
+
+void stackdump_put_frame(const struct stackdump_frame *f, FILE *out)
+{
+	const char *module = f->module && f->module[0] ? f->module : "?";
+
+	if (f->symbol && f->symbol[0]) {
+		stackdump_put_escaped(f->symbol, out);
+		fprintf(out, "+0x%" PRIx64 " (", f->symbol_offset);
+		stackdump_put_escaped(module, out);
+		fputc(')', out);
+	} else {
+		stackdump_put_escaped(module, out);
+		fprintf(out, "+0x%" PRIx64, f->offset);
+	}
+}
+
+size_t stackdump_function_name(const struct stackdump_frame *f, char *buf, size_t len)
+{
+	int n;
+
+	if (f->symbol && f->symbol[0])
+		n = snprintf(buf, len, "%s", f->symbol);
+	else
+		n = snprintf(buf, len, "%s@0x%" PRIx64, stackdump_module_file(f->module),
+		             f->func_offset);
+	return n > 0 ? (size_t)n : 0;
+}
+
 void stackdump_print(const struct stackdump_stack *st, const char *indent, FILE *out)
 {
 	if (!indent)
 		indent = "";
 	for (size_t i = 0; i < st->nframes; i++) {
-		const struct stackdump_frame *f = &st->frames[i];
-
 		fprintf(out, "%s#%zu ", indent, i);
-		if (f->symbol) {
-			stackdump_put_escaped(f->symbol, out);
-			fprintf(out, "+0x%" PRIx64 " (", f->symbol_offset);
-			stackdump_put_escaped(f->module ? f->module : "?", out);
-			fputs(")\n", out);
-		} else {
-			stackdump_put_escaped(f->module ? f->module : "?", out);
-			fprintf(out, "+0x%" PRIx64 "\n", f->offset);
-		}
+		stackdump_put_frame(&st->frames[i], out);
+		fputc('\n', out);
 	}
 	if (st->truncated)
 		fprintf(out, "%s  (truncated at %zu frames)\n", indent, st->nframes);

@@ -109,8 +109,32 @@ void stackdump_stack_free(struct stackdump_stack *st);
  * func_offset as 8 little-endian bytes; a result of 0 becomes 1. */
 uint64_t stackdump_hash(const struct stackdump_frame *frames, size_t nframes);
 
-/* Prints "#N symbol+0xoff (module)" or "#N module+0xoffset" lines, each
- * prefixed by INDENT; names are escaped (no control bytes reach OUT). */
+/* A frame is spelled one of two ways, by what it stands for:
+ *   an instruction: "symbol+0xOFF (module)", OFF from the symbol's start,
+ *     or "module+0xOFF", OFF from the module's start, when there is no
+ *     symbol (the module as stored, a path) -- as pstack and eu-stack print
+ *     the exact pc: stackdump, cpumond tail;
+ *   a function: "symbol", or "module@0xSTART", START the function's start
+ *     (func_offset) in the module, when there is no symbol (the module's
+ *     file name) -- a place many samples share: cpumond report, folded
+ *     stacks, the flame graph, the journal.
+ * So "+0x" always means one instruction and "@0x" one function. */
+
+/* Writes frame F as an instruction, without a newline; names escaped as by
+ * stackdump_put_escaped.  A NULL or "" module is "?", a "" symbol none. */
+void stackdump_put_frame(const struct stackdump_frame *f, FILE *out);
+
+/* Writes frame F's function to BUF, cut to LEN - 1 bytes (nothing when LEN
+ * is 0), bytes as they are (escape them for a terminal).  Returns the
+ * length of the whole name, as snprintf. */
+size_t stackdump_function_name(const struct stackdump_frame *f, char *buf, size_t len);
+
+/* The file name of module path MODULE ("/usr/lib/libc.so.6": "libc.so.6"),
+ * MODULE itself when it has no '/' ("[vdso]"), "?" when NULL or "". */
+const char *stackdump_module_file(const char *module);
+
+/* Prints "#N " and each frame as an instruction (stackdump_put_frame), one
+ * line each, prefixed by INDENT. */
 void stackdump_print(const struct stackdump_stack *st, const char *indent, FILE *out);
 
 /* Writes S to OUT with control bytes (< 0x20, 0x7f, and the C1 controls

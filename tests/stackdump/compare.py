@@ -13,6 +13,10 @@ physical frame of the same thread; the lists must be equal, and every frame
 stackdump names must lie inside that symbol's extent in the full symbol
 table (nm -S of the unstripped file).
 
+Also `stackdump -p PID` of BUILD/tests/hotchain (no gdb needed): every
+thread of the process is dumped, the hot one in its chain, none is left
+stopped or traced, and a thread another tracer holds is passed over.
+
     tests/stackdump/compare.py [--build DIR] [-v]
 
 Prints "ok - NAME", "not ok - NAME: why" or "skip - NAME: why" per check and
@@ -31,7 +35,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import check, skip, summary  # noqa: E402
+from testlib import check, poll, ptrace_allowed, skip, summary, thread_status  # noqa: E402
+from faults.common import start_target  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -304,6 +309,90 @@ def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
         check(f"{name}: left untraced", tracer in (0, -1), f"TracerPid {tracer}")
 
 
+def tasks(pid):
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return []
+
+
+def dumped_threads(text):
+    """{tid: [symbol or module+offset, ...]} of the output of stackdump -p."""
+    threads, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"tid (\d+) \(.*\) of pid \d+ \(.*\), stopped \d+ ", line)
+        if m:
+            cur = threads.setdefault(int(m.group(1)), [])
+        elif cur is not None and re.match(r"\s+#\d+ ", line):
+            cur.append(re.sub(r"\+0x[0-9a-f]+ \(.*\)$", "", line.split(None, 1)[1]))
+    return threads
+
+
+def whole_process(build, stackdump):
+    """stackdump -p PID: every thread, one after the other, each released."""
+    name = "stackdump -p PID"
+    hotchain = os.path.join(build, "tests", "hotchain")
+    allowed, why = ptrace_allowed()
+    if not allowed:
+        skip(name, why)
+        return
+    if not os.access(hotchain, os.X_OK) or not os.access(stackdump, os.X_OK):
+        skip(name, f"{hotchain} or {stackdump} is not built")
+        return
+    p, pid, hots, idle = start_target([hotchain, "--threads", "3", "--hot", "1", "--timeout", "60"])
+    tracer = None
+    try:
+        if not check(f"{name}: hotchain ready", pid and len(hots) == 1 and len(idle) == 2):
+            return
+        hot = hots[0]
+        before = tasks(pid)
+        chain = ["hot_leaf", "hot_mid", "hot_root", "hot_thread_main"]
+        # The hot thread spends all but a few instructions of every 20 ms in
+        # hot_leaf; between two calls it is caught higher up the chain, so
+        # a dump that misses hot_leaf is taken again, up to 5 times.
+        for _ in range(5):
+            r = run([stackdump, "-p", str(pid)])
+            got = dumped_threads(r.stdout)
+            if got.get(hot, [])[:1] == ["hot_leaf"] or r.returncode != 0:
+                break
+        check(f"{name}: exit status 0", r.returncode == 0, r.stderr)
+        check(f"{name}: every thread of /proc/PID/task dumped once, in tid order",
+              before == sorted([pid, hot] + idle) and r.stdout.count("tid ") == len(before)
+              and list(got) == before, f"tasks {before}, dumped {list(got)}\n{r.stdout}")
+        check(f"{name}: the hot thread is in hot_leaf <- hot_mid <- hot_root <- hot_thread_main",
+              got.get(hot, [])[:4] == chain, r.stdout)
+        check(f"{name}: the idle threads are in idle_thread_main",
+              all("idle_thread_main" in got.get(t, []) for t in idle), r.stdout)
+        # By construction: each thread is detached before its dump returns.
+        states = {t: thread_status(pid, t) for t in tasks(pid)}
+        left = {t: (s["State"], s["TracerPid"]) for t, s in states.items()
+                if s["State"].startswith(("t", "T")) or s["TracerPid"] != "0"}
+        check(f"{name}: no thread left stopped or traced", not left, str(left))
+
+        # A thread that cannot be dumped (strace holds it) is said on
+        # stderr; the others are dumped all the same.
+        if not shutil.which("strace"):
+            skip(f"{name}: past a thread another tracer holds", "strace is not installed")
+            return
+        tracer = subprocess.Popen(["strace", "-qq", "-o", os.devnull, "-p", str(idle[0])],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not poll(lambda: thread_status(pid, idle[0])["TracerPid"] != "0", 10):
+            check(f"{name}: past a thread another tracer holds", False, "strace did not attach")
+            return
+        r = run([stackdump, "-p", str(pid)])
+        got = dumped_threads(r.stdout)
+        check(f"{name}: past a thread another tracer holds",
+              r.returncode == 0 and list(got) == [t for t in before if t != idle[0]]
+              and f"tid {idle[0]}" in r.stderr and "strace" in r.stderr,
+              f"rc {r.returncode}, dumped {list(got)}, stderr {r.stderr}")
+    finally:
+        if tracer:
+            tracer.terminate()
+            tracer.wait(timeout=10)
+        p.kill()
+        p.wait(timeout=10)
+
+
 def main():
     global verbose
     ap = argparse.ArgumentParser()
@@ -313,6 +402,7 @@ def main():
     verbose = args.v
     args.build = os.path.abspath(args.build)
     stackdump = os.path.join(args.build, "stackdump")
+    whole_process(args.build, stackdump)
 
     why = None
     if not shutil.which("gdb"):

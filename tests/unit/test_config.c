@@ -222,7 +222,7 @@ static void test_layout(void **state)
 		assert_int_equal(parse(text, &cfg, &errs), -EINVAL);
 		assert_string_equal(errs,
 		        "t.conf:10: interval: \"5s;not a comment without a space before\" is not a duration "
-		        "(such as 250ms, 3s, 2min, 1h, 1d)\n"
+		        "(such as 250ms, 3s, 2min, 1h, 1d, 2w)\n"
 		        "t.conf:11: interval_is_next_line: unknown key (expected interval, threshold, "
 		        "consecutive, cooldown, database, max_frames, sample_interval, "
 		        "episode_samples, max_dumps_per_second, retention, max_database_size, "
@@ -269,9 +269,17 @@ static void test_errors(void **state)
 		  "repetitions ({n,m} m times, + twice) multiply to more than 1000\n" },
 		{ "[cpumond]\nretention = forever\n" WATCH,
 		  "t.conf:2: retention: \"forever\" is not a duration (such as 250ms, 3s, 2min, 1h, "
-		  "1d)\n" },
-		{ "[cpumond]\nmax_database_size = 256MB\n" WATCH,
-		  "t.conf:2: max_database_size: \"256MB\" is not a size (such as 64MiB, 1GiB, 4096)\n" },
+		  "1d, 2w)\n" },
+		{ "[cpumond]\nretention = 30500000000w\n" WATCH,
+		  "t.conf:2: retention: 30500000000w is out of range 0ms..3650d\n" },
+		{ "[cpumond]\nmax_database_size = 256mb\n" WATCH,
+		  "t.conf:2: max_database_size: \"256mb\" is not a size (such as 64MiB, 1GiB, 1GB, "
+		  "4096)\n" },
+		{ "[cpumond]\nmax_database_size = 16777216T\n" WATCH,
+		  "t.conf:2: max_database_size: 16777216T is too large (at most 2^64 - 1 bytes)\n" },
+		{ "[cpumond]\nmax_database_size = 99999999999999999999\n" WATCH,
+		  "t.conf:2: max_database_size: 99999999999999999999 is too large (at most 2^64 - 1 "
+		  "bytes)\n" },
 		{ "[cpumond]\nmax_database_size = 1000KiB\n" WATCH,
 		  "t.conf:2: max_database_size: 1000KiB is below 1MiB (0: no cap)\n" },
 		{ "[cpumond]\njournal = maybe\n" WATCH,
@@ -286,7 +294,7 @@ static void test_errors(void **state)
 		  "t.conf:2: sample_interval: 11s is out of range 10ms..10s\n" },
 		{ "[cpumond]\nsample_interval = fast\n" WATCH,
 		  "t.conf:2: sample_interval: \"fast\" is not a duration (such as 250ms, 3s, 2min, "
-		  "1h, 1d)\n" },
+		  "1h, 1d, 2w)\n" },
 		{ "[cpumond]\nepisode_samples = -1\n" WATCH,
 		  "t.conf:2: episode_samples: -1 is out of range 0..1000\n" },
 		{ "[cpumond]\nepisode_samples = 1001\n" WATCH,
@@ -353,7 +361,8 @@ static void test_errors(void **state)
 		{ "[cpumond]\nmax_frames = 99999999999999999999\n" WATCH,
 		  "t.conf:2: max_frames: 99999999999999999999 is out of range 1..1024\n" },
 		{ "[cpumond]\ninterval = 3 s\n" WATCH,
-		  "t.conf:2: interval: \"3 s\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d)\n" },
+		  "t.conf:2: interval: \"3 s\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d, "
+		  "2w)\n" },
 		{ "[cpumond]\ninterval = 50ms\n" WATCH,
 		  "t.conf:2: interval: 50ms is out of range 100ms..1h\n" },
 		{ "[cpumond]\ninterval = 2h\n" WATCH,
@@ -448,7 +457,7 @@ static void test_all_errors_reported(void **state)
 	              "x = 1\n",
 	              "t.conf:3: threshold: 2000 is out of range 1..1000\n"
 	              "t.conf:4: \"oops\": not a [section], key = value or ; comment\n"
-	              "t.conf:5: cooldown: \"soon\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d)\n"
+	              "t.conf:5: cooldown: \"soon\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d, 2w)\n"
 	              "t.conf:9: pid: 0 is out of range 1..4194304\n"
 	              "t.conf:10: \"also oops\": not a [section], key = value or ; comment\n"
 	              "t.conf:12: [watch idle]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n"
@@ -508,23 +517,47 @@ static void test_episode_keys(void **state)
 
 static void test_sizes(void **state)
 {
+	/* K, M, G, T and KiB.. TiB are powers of 1024; KB (kB), MB, GB, TB
+	 * powers of 1000. */
 	static const struct { const char *text; uint64_t bytes; } good[] = {
-		{ "0", 0 }, { "4096", 4096 }, { "512KiB", 512 * 1024 }, { "256MiB", 256ull << 20 },
-		{ "2GiB", 2ull << 30 }, { "1TiB", 1ull << 40 }, { "7B", 7 },
+		{ "0", 0 }, { "4096", 4096 }, { "7B", 7 },
+		{ "512KiB", 512 * 1024 }, { "512K", 512 * 1024 }, { "512KB", 512000 },
+		{ "512kB", 512000 },
+		{ "256MiB", 256ull << 20 }, { "256M", 256ull << 20 }, { "256MB", 256000000 },
+		{ "2GiB", 2ull << 30 }, { "2G", 2ull << 30 }, { "2GB", 2000000000 },
+		{ "1TiB", 1ull << 40 }, { "1T", 1ull << 40 }, { "1TB", 1000000000000 },
+		{ "16777215TiB", 16777215ull << 40 },
+		{ "18446744073709551615", UINT64_MAX }, { "18446744073709551615B", UINT64_MAX },
 	};
 	static const char *const bad[] = {
-		"", "MiB", "-1", "1.5GiB", "1 MiB", "1mib", "1MB", "1K", "16777216TiB",
-		"99999999999999999999",
+		"", "MiB", "-1", "+1", "1.5GiB", "1 MiB", "1mib", "1mb", "1k", "1Kib", "1KIB",
+		"1Gb", "1g", "1P", "1PiB", "1iB", "0x10", "1GiB ", " 1GiB",
+	};
+	/* Numbers, but past 2^64 - 1 bytes. */
+	static const char *const too_large[] = {
+		"16777216TiB", "16777216T", "18446745TB", "18446744073709551616",
+		"99999999999999999999", "99999999999999999999GiB", "18014398509481984K",
 	};
 	uint64_t v;
 	(void)state;
 
 	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		print_message("good %s\n", good[i].text);
 		assert_int_equal(config_parse_size(good[i].text, &v), 0);
 		assert_true(v == good[i].bytes);
 	}
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		v = 42;
+		print_message("bad \"%s\"\n", bad[i]);
 		assert_int_equal(config_parse_size(bad[i], &v), -EINVAL);
+		assert_true(v == 42);
+	}
+	for (size_t i = 0; i < sizeof too_large / sizeof too_large[0]; i++) {
+		v = 42;
+		print_message("too large %s\n", too_large[i]);
+		assert_int_equal(config_parse_size(too_large[i], &v), -ERANGE);
+		assert_true(v == 42);
+	}
 }
 
 static void test_durations(void **state)
@@ -534,14 +567,20 @@ static void test_durations(void **state)
 		uint64_t ms;
 	} good[] = {
 		{ "250ms", 250 }, { "3s", 3000 }, { "3", 3000 }, { "2min", 120000 },
-		{ "1h", 3600000 }, { "14d", 1209600000 }, { "0", 0 }, { "0ms", 0 },
+		{ "3m", 180000 }, { "1h", 3600000 }, { "14d", 1209600000 }, { "2w", 1209600000 },
+		{ "0", 0 }, { "0ms", 0 }, { "0w", 0 },
 		{ "007s", 7000 }, { "18446744073709551615ms", UINT64_MAX },
 		{ "213503982334d", UINT64_C(213503982334) * 86400000 },
+		{ "30500568904w", UINT64_C(30500568904) * 604800000 },
 	};
 	static const char *const bad[] = {
-		"", "-1s", "+1s", " 3s", "3s ", "3 s", "1.5s", "s", "ms", "3sec", "3m",
-		"3S", "3s3", "0x10", "3ms5", "18446744073709551616ms", "18446744073709552s",
-		"213503982335d",
+		"", "-1s", "+1s", " 3s", "3s ", "3 s", "1.5s", "s", "ms", "w", "3sec", "3M",
+		"3S", "3W", "3wk", "3s3", "0x10", "3ms5", "1w2d",
+	};
+	/* Numbers of a unit, but past 2^64 - 1 ms. */
+	static const char *const too_large[] = {
+		"18446744073709551616ms", "18446744073709552s", "213503982335d", "30500568905w",
+		"99999999999999999999999w",
 	};
 
 	(void)state;
@@ -557,6 +596,13 @@ static void test_durations(void **state)
 
 		print_message("bad \"%s\"\n", bad[i]);
 		assert_int_equal(config_parse_duration(bad[i], &ms), -EINVAL);
+		assert_int_equal(ms, 42);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(too_large); i++) {
+		uint64_t ms = 42;
+
+		print_message("too large %s\n", too_large[i]);
+		assert_int_equal(config_parse_duration(too_large[i], &ms), -ERANGE);
 		assert_int_equal(ms, 42);
 	}
 }
@@ -612,6 +658,38 @@ static void test_print(void **state)
 	                    "cooldown = 0ms\n");
 	free(text);
 	config_free(&cfg);
+}
+
+/* What the new units read as, and how config_print writes them back: the
+ * documented spelling (days, minutes as "min", IEC sizes), 1000-based sizes
+ * that are no whole number of MiB as such. */
+static void test_print_units(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "retention = 2w\n", "retention = 14d\n" },
+		{ "retention = 3w\n", "retention = 21d\n" },
+		{ "cooldown = 90m\n", "cooldown = 90min\n" },
+		{ "max_database_size = 1G\n", "max_database_size = 1GiB\n" },
+		{ "max_database_size = 100MB\n", "max_database_size = 100MB\n" },
+		{ "max_database_size = 2000000KB\n", "max_database_size = 2GB\n" },
+		{ "max_database_size = 4096K\n", "max_database_size = 4MiB\n" },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct config cfg;
+		char text[256], *printed;
+
+		snprintf(text, sizeof text, "[cpumond]\n%s[watch w]\nall = yes\n", cases[i].in);
+		print_message("%s", cases[i].in);
+		parse_good(text, &cfg);
+		printed = print_to_string(&cfg);
+		assert_non_null(strstr(printed, cases[i].out));
+		free(printed);
+		config_free(&cfg);
+	}
 }
 
 static void assert_same_string(const char *a, const char *b)
@@ -770,15 +848,15 @@ static void test_shipped_examples(void **state)
 	parse_good(text, &cfg);
 	assert_int_equal(cfg.nwatches, 7);
 	assert_int_equal(cfg.watches[1].consecutive, 3);
-	/* The suggested ignore pattern drops the libc thread and process
-	 * entry frames and nothing that merely contains their names. */
+	/* The suggested ignore pattern (the C runtime's frames are built in)
+	 * names a thread pool's loops and nothing that merely contains their
+	 * names. */
 	assert_non_null(cfg.report_ignore);
-	assert_int_equal(regexec(&cfg.report_ignore_re, "start_thread", 0, NULL, 0), 0);
-	assert_int_equal(regexec(&cfg.report_ignore_re, "__clone3", 0, NULL, 0), 0);
-	assert_int_equal(regexec(&cfg.report_ignore_re, "__libc_start_main_impl", 0, NULL, 0), 0);
-	assert_int_equal(regexec(&cfg.report_ignore_re, "_start", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "pool_worker_loop", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&cfg.report_ignore_re, "event_loop_run", 0, NULL, 0), 0);
 	assert_int_not_equal(regexec(&cfg.report_ignore_re, "main", 0, NULL, 0), 0);
-	assert_int_not_equal(regexec(&cfg.report_ignore_re, "start_thread_pool", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&cfg.report_ignore_re, "pool_worker_loop_once", 0, NULL, 0),
+	                     0);
 	free(text);
 	config_free(&cfg);
 }
@@ -855,6 +933,7 @@ int main(void)
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_print),
+		cmocka_unit_test(test_print_units),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_shipped_config),
 		cmocka_unit_test(test_shipped_examples),

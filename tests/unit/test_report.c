@@ -318,18 +318,76 @@ static void test_frame_name(void **state)
 	assert_string_equal(buf, "work");
 	report_frame_name(&named, REPORT_NAME_SIGNATURE, buf, sizeof buf);
 	assert_string_equal(buf, "work");
+	/* A function without a symbol is its start in its module, spelled with
+	 * '@': "+0x" is an instruction's offset (cpumond tail, stackdump). */
 	report_frame_name(&unnamed, REPORT_NAME_EXACT, buf, sizeof buf);
-	assert_string_equal(buf, "libx.so.1+0x1a40");
+	assert_string_equal(buf, "libx.so.1@0x1a40");
 	report_frame_name(&unnamed, REPORT_NAME_FUNCTION, buf, sizeof buf);
-	assert_string_equal(buf, "libx.so.1+0x1a40");
+	assert_string_equal(buf, "libx.so.1@0x1a40");
 	report_frame_name(&unnamed, REPORT_NAME_SIGNATURE, buf, sizeof buf);
 	assert_string_equal(buf, "[libx.so.1]");
 	report_frame_name(&empty, REPORT_NAME_SIGNATURE, buf, sizeof buf);
 	assert_string_equal(buf, "[?]");
 	report_frame_name(&empty, REPORT_NAME_EXACT, buf, sizeof buf);
-	assert_string_equal(buf, "?+0x10");
+	assert_string_equal(buf, "?@0x10");
 	report_frame_name(&vdso, REPORT_NAME_FUNCTION, buf, sizeof buf);
-	assert_string_equal(buf, "[vdso]+0x9c0");
+	assert_string_equal(buf, "[vdso]@0x9c0");
+}
+
+/* Frame F as an instruction (stackdump_put_frame), a string to free. */
+static char *instruction_of(const struct stackdump_frame *f)
+{
+	char *text;
+	size_t len;
+	FILE *out = open_memstream(&text, &len);
+
+	assert_non_null(out);
+	stackdump_put_frame(f, out);
+	assert_int_equal(fclose(out), 0);
+	return text;
+}
+
+/* One frame, two meanings, two spellings: the instruction caught (tail,
+ * stackdump) and the function it lies in (report, folded, the SVG, the
+ * journal). */
+static void test_frame_spellings(void **state)
+{
+	struct stackdump_frame f = {
+		.ip = 0x55555555953b, .offset = 0x553b, .func_offset = 0x4120,
+		.module = "/usr/bin/sha256sum",
+	};
+	char buf[64], tiny[8], *text;
+
+	(void)state;
+	text = instruction_of(&f);
+	assert_string_equal(text, "/usr/bin/sha256sum+0x553b");
+	free(text);
+	assert_int_equal(stackdump_function_name(&f, buf, sizeof buf), strlen("sha256sum@0x4120"));
+	assert_string_equal(buf, "sha256sum@0x4120");
+	report_frame_name(&f, REPORT_NAME_EXACT, buf, sizeof buf);
+	assert_string_equal(buf, "sha256sum@0x4120");
+	/* Cut to the buffer, the length whole, as snprintf. */
+	assert_int_equal(stackdump_function_name(&f, tiny, sizeof tiny), 16);
+	assert_string_equal(tiny, "sha256s");
+	assert_int_equal(stackdump_function_name(&f, NULL, 0), 16);
+
+	/* With a symbol: the instruction is symbol+offset, the function its
+	 * symbol. */
+	f.symbol = "sha256_process_block";
+	f.symbol_offset = 0x141b;
+	text = instruction_of(&f);
+	assert_string_equal(text, "sha256_process_block+0x141b (/usr/bin/sha256sum)");
+	free(text);
+	stackdump_function_name(&f, buf, sizeof buf);
+	assert_string_equal(buf, "sha256_process_block");
+	/* "" is no symbol, and no module is "?". */
+	f.symbol = "";
+	f.module = "";
+	text = instruction_of(&f);
+	assert_string_equal(text, "?+0x553b");
+	free(text);
+	stackdump_function_name(&f, buf, sizeof buf);
+	assert_string_equal(buf, "?@0x4120");
 }
 
 static void test_parse_time(void **state)
@@ -348,6 +406,8 @@ static void test_parse_time(void **state)
 		{ "1h", T0 + 250000 - 3600 * SEC },
 		{ "2d", T0 + 250000 - 2 * 86400 * SEC },
 		{ "1w", T0 + 250000 - 7 * 86400 * SEC },
+		{ "2w", T0 + 250000 - 14 * 86400 * SEC },
+		{ "500ms", T0 - 250000 },
 		{ "2026-11-29T13:04:05Z", T0 },
 		{ "2026-11-29t13:04:05z", T0 },
 		{ "2026-11-29 13:04:05Z", T0 },
@@ -365,6 +425,7 @@ static void test_parse_time(void **state)
 	};
 	static const char *const bad[] = {
 		"", "1", "1x", "h", "-1h", "1 h", "1H", "1hour", "now ", "99999999999999999999s",
+		"90", "1W", "1w2d", "18446744073709551615ms",
 		"200000w",       /* before 1970 */
 		"2026-11-29T13:04", "2026-11-29T13:04:05+0100", "2026-11-29T13:04:05+01",
 		"2026-11-29T13:04:05.Z", "2026-11-29T13:04:05.1234567890Z", "2026-11-29T25:00:00Z",
@@ -483,10 +544,10 @@ static void test_by_exact(void **state)
 	assert_int_equal(g->nthread_names, 2);
 	assert_string_equal(g->thread_names[0], "worker-1");
 	assert_string_equal(g->thread_names[1], "worker-2");
-	/* No ignore regex: the entry is the outermost frame. */
-	assert_int_equal(g->entry, 5);
-	assert_string_equal(g->signature,
-	                    "__clone3;start_thread;worker_main;chain_a1;chain_a2;hot_a");
+	/* No ignore regex: the C runtime's start frames are ignored all the
+	 * same. */
+	assert_int_equal(g->entry, 3);
+	assert_string_equal(g->signature, "worker_main;chain_a1;chain_a2;hot_a");
 
 	assert_group(report_group(r, 1), 120, 5, 5, 1);
 	assert_int_equal(report_group(r, 1)->stack->hash, f->a2.hash);
@@ -539,14 +600,15 @@ static void test_by_signature(void **state)
 	assert_null(report_group(r, 3));
 	report_free(r);
 
-	/* Without the ignore regex the libc frames are part of it: the same
-	 * in both builds, so the chains still group. */
+	/* Without the ignore regex the C runtime's frames are left out all the
+	 * same: the groups do not change. */
 	r = aggregate(f, REPORT_BY_SIGNATURE, false);
 	assert_group(report_group(r, 0), 360, 15, 15, 2);
-	assert_string_equal(report_group(r, 0)->signature,
-	                    "__clone3;start_thread;worker_main;chain_a1;chain_a2;hot_a");
+	assert_string_equal(report_group(r, 0)->signature, "worker_main;chain_a1;chain_a2;hot_a");
 	assert_group(report_group(r, 1), 90, 15, 0, 2);
+	assert_string_equal(report_group(r, 1)->signature, "worker_main;chain_b1;hot_b");
 	assert_group(report_group(r, 2), 30, 1, 1, 1);
+	assert_string_equal(report_group(r, 2)->signature, "main;[spin]");
 	report_free(r);
 }
 
@@ -559,9 +621,9 @@ static void test_by_top_frame(void **state)
 	assert_string_equal(report_group(r, 0)->name, "hot_a");
 	assert_group(report_group(r, 1), 90, 15, 0, 2);
 	assert_string_equal(report_group(r, 1)->name, "hot_b");
-	/* An unnamed function of one build: its module and offset. */
+	/* An unnamed function of one build: its module and start. */
 	assert_group(report_group(r, 2), 30, 1, 1, 1);
-	assert_string_equal(report_group(r, 2)->name, "spin+0x7a0");
+	assert_string_equal(report_group(r, 2)->name, "spin@0x7a0");
 	report_free(r);
 }
 
@@ -569,6 +631,7 @@ static void test_by_entry(void **state)
 {
 	const struct fixture *f = *state;
 	struct report *r = aggregate(f, REPORT_BY_ENTRY, true);
+	regex_t re;
 
 	/* Both chains run in worker_main: one entry point. */
 	assert_group(report_group(r, 0), 450, 15, 15, 4);
@@ -578,11 +641,35 @@ static void test_by_entry(void **state)
 	assert_null(report_group(r, 2));
 	report_free(r);
 
-	/* Without an ignore regex the entry is the outermost frame. */
+	/* Without an ignore regex the C runtime's start frames are ignored
+	 * all the same: the entry is the program's own. */
 	r = aggregate(f, REPORT_BY_ENTRY, false);
-	assert_string_equal(report_group(r, 0)->name, "__clone3");
-	assert_string_equal(report_group(r, 1)->name, "_start");
+	assert_string_equal(report_group(r, 0)->name, "worker_main");
+	assert_string_equal(report_group(r, 1)->name, "main");
 	report_free(r);
+
+	/* A regex adds to them: with worker_main ignored too, each chain's
+	 * root is its entry. */
+	assert_int_equal(regcomp(&re, "^worker_main$", REG_EXTENDED | REG_NOSUB), 0);
+	assert_int_equal(report_new(REPORT_BY_ENTRY, &re, &r), 0);
+	assert_int_equal(report_add_stack(r, &f->a1), 0);
+	assert_int_equal(report_add_stack(r, &f->b1), 0);
+	for (int i = 0; i < 2; i++) {
+		struct store_event ev = {
+			.time_us = T0 + i * SEC, .pid = 1, .tid = 1, .comm = "c", .thread = "t",
+			.stack = i ? f->b1 : f->a1,
+		};
+
+		assert_int_equal(report_add_event(r, &ev), 0);
+	}
+	assert_int_equal(report_finish(r), 0);
+	assert_string_equal(report_group(r, 0)->name, "chain_a1");
+	assert_string_equal(report_group(r, 1)->name, "chain_b1");
+	assert_true(report_frame_ignored(r, &f->a1.frames[3]));   /* worker_main */
+	assert_true(report_frame_ignored(r, &f->a1.frames[5]));   /* __clone3 */
+	assert_false(report_frame_ignored(r, &f->a1.frames[2]));  /* chain_a1 */
+	report_free(r);
+	regfree(&re);
 }
 
 /* Ranking: samples, then events (descending), then first seen, then name. */
@@ -703,7 +790,7 @@ static void test_folded(void **state)
 	                    "__clone3;start_thread;worker_main;chain_a1;chain_a2;hot_a.constprop.0 240\n"
 	                    "__clone3;start_thread;worker_main;chain_b1.part.0;hot_b 60\n"
 	                    "__clone3;start_thread;worker_main;chain_b1;hot_b 30\n"
-	                    "_start;__libc_start_main_impl;__libc_start_call_main;main;spin+0x7a0 30\n");
+	                    "_start;__libc_start_main_impl;__libc_start_call_main;main;spin@0x7a0 30\n");
 	free(text);
 	report_free(r);
 }
@@ -775,8 +862,8 @@ static void test_json(void **state)
 	/* The other groups follow, one line each; the unnamed frame's symbol
 	 * is null. */
 	assert_non_null(strstr(line2, "\"rank\":2,\"by\":\"top-frame\",\"group\":\"hot_b\""));
-	assert_non_null(strstr(line2, "\"rank\":3,\"by\":\"top-frame\",\"group\":\"spin+0x7a0\""));
-	assert_non_null(strstr(line2, "{\"name\":\"spin+0x7a0\",\"symbol\":null,"));
+	assert_non_null(strstr(line2, "\"rank\":3,\"by\":\"top-frame\",\"group\":\"spin@0x7a0\""));
+	assert_non_null(strstr(line2, "{\"name\":\"spin@0x7a0\",\"symbol\":null,"));
 	free(text);
 	/* --top 1 */
 	text = capture(report_print_json, r, 1);
@@ -910,7 +997,7 @@ static void test_table_deep_stack(void **state)
 	                       "      #2   f2 (d)\n"
 	                       "      #3   f3 (d)\n"
 	                       "      ...  7 more\n"
-	                       "      #11  f11 (d)\n"));
+	                       "      #11  f11 (d)  <- entry\n"));
 	free(text);
 	report_free(r);
 	stackdump_stack_free(&s);
@@ -1157,7 +1244,7 @@ static void test_run_by_every_grouping(void **state)
 	opt.by = REPORT_BY_TOP_FRAME;
 	text = run(&opt, 0);
 	json_ranks(text, ranks, sizeof ranks);
-	assert_string_equal(ranks, "hot_a 360;hot_b 90;spin+0x7a0 30;");
+	assert_string_equal(ranks, "hot_a 360;hot_b 90;spin@0x7a0 30;");
 	free(text);
 
 	opt.by = REPORT_BY_ENTRY;
@@ -1187,7 +1274,7 @@ static void test_run_filters(void **state)
 	opt.watch = "other";
 	text = run(&opt, 0);
 	json_ranks(text, ranks, sizeof ranks);
-	assert_string_equal(ranks, "spin+0x7a0 30;");
+	assert_string_equal(ranks, "spin@0x7a0 30;");
 	free(text);
 
 	opt.watch = NULL;
@@ -1598,6 +1685,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_signature_name),
 		cmocka_unit_test(test_frame_name),
+		cmocka_unit_test(test_frame_spellings),
 		cmocka_unit_test(test_parse_time),
 		cmocka_unit_test(test_parse_time_local),
 		cmocka_unit_test(test_parse_by),

@@ -40,7 +40,8 @@ static struct stackdump_frame two_frames[] = {
 	{ .ip = 0x5555555551a9, .offset = 0x11a9, .func_offset = 0x1180,
 	  .module = "/usr/bin/spin", .build_id = "0123abcd", .symbol = "spin_leaf",
 	  .symbol_offset = 0x29 },
-	{ .ip = 0x7f0000001000, .offset = 0x1000, .func_offset = 0x1000,
+	/* Caught at 0x42 into an unnamed function that starts at 0x1000. */
+	{ .ip = 0x7f0000001042, .offset = 0x1042, .func_offset = 0x1000,
 	  .module = "[vdso]", .build_id = "", .symbol = NULL },
 };
 
@@ -125,8 +126,13 @@ static void test_human_with_stack(void **state)
 	char *got, *frames, *want;
 	(void)state;
 
+	/* Each frame is the instruction caught: symbol+offset (module), or
+	 * module+offset in the module; never the function's start
+	 * (module@0xSTART, which report prints). */
 	frames = print_stack(&ev.stack, "    ");
-	assert_non_null(strstr(frames, "    #0 spin_leaf+0x29 (/usr/bin/spin)\n"));
+	assert_string_equal(frames,
+		"    #0 spin_leaf+0x29 (/usr/bin/spin)\n"
+		"    #1 [vdso]+0x1042\n");
 	got = format(tail_format_human, &ev);
 	assert_true(asprintf(&want,
 		"2026-11-29 13:04:05 +0000  nginx[4242] thread \"worker-3\"/4250  "
@@ -215,8 +221,8 @@ static void test_json_exact(void **state)
 		"{\"stack_hash\":\"0000000000001234\",\"count\":6,\"key\":false}],\"stack\":["
 		"{\"ip\":\"0x5555555551a9\",\"module\":\"/usr/bin/spin\",\"build_id\":\"0123abcd\","
 		"\"offset\":4521,\"func_offset\":4480,\"symbol\":\"spin_leaf\",\"symbol_offset\":41},"
-		"{\"ip\":\"0x7f0000001000\",\"module\":\"[vdso]\",\"build_id\":\"\","
-		"\"offset\":4096,\"func_offset\":4096,\"symbol\":null,\"symbol_offset\":null}]}\n");
+		"{\"ip\":\"0x7f0000001042\",\"module\":\"[vdso]\",\"build_id\":\"\","
+		"\"offset\":4162,\"func_offset\":4096,\"symbol\":null,\"symbol_offset\":null}]}\n");
 	free(got);
 
 	/* No frames: no hash; an error; a zone east of UTC. */
