@@ -146,9 +146,12 @@ def test_packages():
     readme = read(os.path.join(ROOT, "README.md"))
     for target, name in (("deps", "DEB_DEPS"), ("test-deps", "DEB_TEST_DEPS")):
         m = re.search(r"^\| `make " + target + r"` \|[^(\n]*\(`([^`]*)`\)", readme, re.M)
-        listed = m.group(1).split() if m else None
+        listed, wanted = (m.group(1).split() if m else []), var.get(name, [])
         check(f"README lists make {target}'s packages as the Makefile's {name}",
-              listed == var.get(name), f"README {listed}, Makefile {var.get(name)}")
+              m and listed == wanted,
+              f"README lacks {[p for p in wanted if p not in listed]}, "
+              f"has besides {[p for p in listed if p not in wanted]}" if m and set(listed) != set(wanted)
+              else f"README {listed}, Makefile {wanted}")
 
 
 def test_versions(build):
@@ -277,11 +280,11 @@ def effective(cpumond, tmp, settings):
 
 def ini_settings(text, commented):
     """(key, value) of the [cpumond] section of ini TEXT; COMMENTED: also
-    the settings commented out with ';'."""
+    the settings and section headers commented out with ';'."""
     out, section = [], None
     for line in text.splitlines():
         line = line.strip()
-        if commented and re.match(r";\s*\w+\s*=", line):
+        if commented and re.match(r";\s*(\w+\s*=|\[)", line):
             line = line.lstrip(";").strip()
         m = re.match(r"\[(.*)\]", line)
         if m:
