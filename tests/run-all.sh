@@ -4,16 +4,24 @@
 # Exit status 0 only when nothing failed.
 set -u
 B=${B:-build}
+# The live unit tests start these targets; the build directory's own.
+export HOTCHAIN="$B/tests/hotchain" STACKCASES="$B/tests/stackcases"
 passed=0 failed=0 skipped=0 failed_names=
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-# count LABEL: adds the "[  PASSED  ] N" / "[  FAILED  ] N" counts of $out.
+# count: adds the "[  PASSED  ] N", "[  FAILED  ] N" and "[  SKIPPED ] N"
+# counts of every group in $out.
 count() {
-	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
-	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
-	passed=$((passed + ${p:-0}))
-	failed=$((failed + ${f:-0}))
+	for what in PASSED FAILED SKIPPED; do
+		n=$(sed -n "s/^\[  $what *\] \([0-9]*\) test.*/\1/p" "$out" |
+			awk '{ s += $1 } END { print s + 0 }')
+		case $what in
+		PASSED) passed=$((passed + n)) ;;
+		FAILED) failed=$((failed + n)) ;;
+		SKIPPED) skipped=$((skipped + n)) ;;
+		esac
+	done
 }
 
 for t in "$@"; do
