@@ -2,15 +2,15 @@
  * modules.h. */
 #include "stackdump/modules.h"
 
+#include "stackdump/targetfs.h"
+
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* The module cache is emptied when it holds this many modules. */
@@ -40,43 +40,22 @@ static void module_free(struct module *m)
 	free(m);
 }
 
-static bool ends_with(const char *s, const char *suffix)
+/* Reads the module mapped by E in process PID, whose memory holds build-id
+ * MEM_ID ("" when unknown): from the file as PID sees it (targetfs.h),
+ * refused with -ESTALE when it is not provably the mapped one. */
+static int module_read(pid_t pid, const struct procmaps_entry *e, const char *mem_id,
+                       struct elfinfo *elf)
 {
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* Reads the module mapped by E.  The file is opened through
- * /proc/PID/map_files, which still reaches it after it was replaced or
- * deleted on disk (root or CAP_CHECKPOINT_RESTORE only), else by its path
- * when that still names the mapped inode. */
-static int module_read(pid_t pid, const struct procmaps_entry *e, struct elfinfo *elf)
-{
-	char path[96];
-	int fd;
+	bool exact;
+	int fd = targetfs_open_mapped(pid, e, &exact);
 
 	memset(elf, 0, sizeof(*elf));
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
-	         (int)pid, e->start, e->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		struct stat st;
-
-		if (ends_with(e->path, " (deleted)"))
-			return -ENOENT;
-		fd = open(e->path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		/* The path now names another file: not the one mapped.  Only the
-		 * inode is compared; overlayfs reports another device in stat. */
-		if (fstat(fd, &st) < 0 || (uint64_t)st.st_ino != e->inode) {
-			close(fd);
-			return -ESTALE;
-		}
-	}
+	if (fd < 0)
+		return fd;
 	int r = elfinfo_read_fd(fd, elf);
 	close(fd);
+	if (r == 0 && (r = targetfs_verdict(exact, elf->build_id, mem_id)) < 0)
+		elfinfo_free(elf);
 	return r;
 }
 
@@ -97,22 +76,18 @@ static void modules_clear(struct modules *ms)
 }
 
 /* Where distributions install the separate debug files of their packages
- * (libc6-dbg, *-dbgsym), by build-id: the full .symtab of a stripped file.
- * Read from the daemon's own file system; the build-id match makes it the
- * same file's symbols whatever the target's mount namespace. */
+ * (libc6-dbg, *-dbgsym), by build-id: the full .symtab of a stripped file. */
 #define DEBUG_DIR "/usr/lib/debug/.build-id"
 
-static void debug_file_symbols(struct elfinfo *elf)
+/* Takes the symbols of the debug file FD (closed) into ELF when it has
+ * ELF's build-id; true when it did. */
+static bool take_debug_symbols(int fd, struct elfinfo *elf)
 {
-	char path[sizeof(DEBUG_DIR) + sizeof(elf->build_id) + 16];
 	struct elfinfo dbg;
+	bool took = false;
 
-	if (strcmp(elf->symsrc ? elf->symsrc : "", ".symtab") == 0 || strlen(elf->build_id) < 4)
-		return;
-	snprintf(path, sizeof(path), DEBUG_DIR "/%.2s/%s.debug", elf->build_id, elf->build_id + 2);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
+		return false;
 	int r = elfinfo_read_symbols_fd(fd, &dbg);
 	close(fd);
 	if (r == 0 && dbg.nsyms && strcmp(dbg.build_id, elf->build_id) == 0) {
@@ -125,9 +100,26 @@ static void debug_file_symbols(struct elfinfo *elf)
 		elf->symsrc = "debug file";
 		dbg.syms = NULL;
 		dbg.strtab = NULL;
+		took = true;
 	}
 	if (r == 0)
 		elfinfo_free(&dbg);
+	return took;
+}
+
+/* The debug file of a stripped module of process PID: in PID's root first
+ * (a container installs its own -dbgsym packages), then in ours.  Either
+ * is taken only with the module's build-id, so the host's serves a
+ * container's library only when it is the same build. */
+static void debug_file_symbols(pid_t pid, struct elfinfo *elf)
+{
+	char path[sizeof(DEBUG_DIR) + sizeof(elf->build_id) + 16];
+
+	if (strcmp(elf->symsrc ? elf->symsrc : "", ".symtab") == 0 || strlen(elf->build_id) < 4)
+		return;
+	snprintf(path, sizeof(path), DEBUG_DIR "/%.2s/%s.debug", elf->build_id, elf->build_id + 2);
+	if (!take_debug_symbols(targetfs_open(pid, path), elf))
+		take_debug_symbols(open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), elf);
 }
 
 /* Symbols are cached per build-id: the same library seen through another
@@ -153,16 +145,23 @@ static void share_symbols(struct modules *ms, struct module *m)
 	}
 }
 
-/* The cached module for E, read on first use; NULL only without memory. */
-static struct module *module_get(struct modules *ms, pid_t pid, const struct procmaps_entry *e)
+/* The cached module for mapping M->v[I] of process PID, read on first
+ * use; NULL only without memory.  The key is in modules.h. */
+static struct module *module_get(struct modules *ms, pid_t pid, const struct procmaps *maps,
+                                 size_t i)
 {
-	for (size_t i = 0; i < ms->n; i++) {
-		struct module *m = ms->v[i];
+	const struct procmaps_entry *e = &maps->v[i];
+	char mem_id[sizeof(ms->vdso.mem_id)];
+
+	targetfs_mapped_build_id(pid, maps, i, mem_id, sizeof(mem_id));
+	for (size_t k = 0; k < ms->n; k++) {
+		struct module *m = ms->v[k];
 		if (m->inode == e->inode && m->dev_major == e->dev_major &&
-		    m->dev_minor == e->dev_minor && strcmp(m->path, e->path) == 0) {
+		    m->dev_minor == e->dev_minor && strcmp(m->path, e->path) == 0 &&
+		    strcmp(m->mem_id, mem_id) == 0) {
 			/* Out of memory or descriptors is worth another try. */
 			if (m->err == -ENOMEM || m->err == -EMFILE || m->err == -ENFILE)
-				m->err = module_read(pid, e, &m->elf);
+				m->err = module_read(pid, e, mem_id, &m->elf);
 			return m;
 		}
 	}
@@ -182,10 +181,11 @@ static struct module *module_get(struct modules *ms, pid_t pid, const struct pro
 	m->dev_major = e->dev_major;
 	m->dev_minor = e->dev_minor;
 	m->inode = e->inode;
-	m->err = module_read(pid, e, &m->elf);
+	memcpy(m->mem_id, mem_id, sizeof(mem_id));
+	m->err = module_read(pid, e, mem_id, &m->elf);
 	share_symbols(ms, m);
 	if (m->err == 0 && !m->borrowed_syms)
-		debug_file_symbols(&m->elf);
+		debug_file_symbols(pid, &m->elf);
 	ms->v[ms->n++] = m;
 	return m;
 }
@@ -233,12 +233,6 @@ static bool same_mapping(const struct procmaps_entry *a, const struct procmaps_e
 	return a->start == b->start && a->end == b->end && a->pgoff == b->pgoff &&
 	       a->inode == b->inode && strcmp(a->perms, b->perms) == 0 &&
 	       strcmp(a->path, b->path) == 0;
-}
-
-static bool same_file(const struct procmaps_entry *a, const struct procmaps_entry *b)
-{
-	return a->inode == b->inode && a->dev_major == b->dev_major &&
-	       a->dev_minor == b->dev_minor && strcmp(a->path, b->path) == 0;
 }
 
 static bool is_code(const struct procmaps_entry *e)
@@ -297,7 +291,7 @@ int addrspace_refresh(struct modules *ms, struct addrspace *as, uint64_t vsize)
 		else if (strcmp(e->path, "[vdso]") == 0)
 			mods[i] = ms->vdso.err == 0 && e->end - e->start == ms->vdso_size ? &ms->vdso : NULL;
 		else
-			mods[i] = module_get(ms, as->pid, e);
+			mods[i] = module_get(ms, as->pid, &m, i);
 	}
 	if (changed || ncode_old != ncode_new)
 		unw_flush_cache(as->as, 0, 0);
@@ -307,9 +301,9 @@ int addrspace_refresh(struct modules *ms, struct addrspace *as, uint64_t vsize)
 		const struct procmaps_entry *e = &m.v[i];
 		if (mods[i] || e->path[0] != '/')
 			continue;
-		for (size_t k = i; k > 0 && same_file(&m.v[k - 1], e) && !mods[i]; k--)
+		for (size_t k = i; k > 0 && procmaps_same_file(&m.v[k - 1], e) && !mods[i]; k--)
 			mods[i] = mods[k - 1];
-		for (size_t k = i + 1; k < m.n && same_file(&m.v[k], e) && !mods[i]; k++)
+		for (size_t k = i + 1; k < m.n && procmaps_same_file(&m.v[k], e) && !mods[i]; k++)
 			mods[i] = mods[k];
 	}
 	procmaps_free(&as->maps);

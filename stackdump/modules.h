@@ -3,7 +3,7 @@
  * tables, symbols).  Internal to stackdump/.
  *
  * Nothing here runs while a thread is stopped: the maps and files are read
- * after the snapshot, and only when the cached maps may be stale.
+ * before the stop or after it, and only when the cached maps may be stale.
  */
 #ifndef CPUMOND_STACKDUMP_MODULES_H
 #define CPUMOND_STACKDUMP_MODULES_H
@@ -17,12 +17,29 @@
 #include "stackdump/elfinfo.h"
 #include "stackdump/procmaps.h"
 
-/* One ELF file (or the vDSO), shared by every process mapping it. */
+/* One ELF file (or the vDSO), shared by every process mapping it.
+ *
+ * The cache's key is what the maps line and the mapping's memory say about
+ * the mapped file, read before any file is opened: device, inode and path
+ * as /proc/PID/maps shows them, and the build-id in the mapping's first
+ * page (targetfs_mapped_build_id, "" when it has none).  Device and inode
+ * alone are not enough: btrfs shows one device for all its subvolumes, so
+ * a container's /usr/bin/python3 in one and the host's in another can
+ * show the same numbers and path, and an inode number freed by a package
+ * upgrade comes back for the new file at the same path; the build-id in
+ * memory tells those apart, so they never share an entry (two files with
+ * one build-id are one build, and may).  The file itself is read once, as
+ * the first process to map it sees it (targetfs.h), and kept only when it
+ * is provably the mapped one (targetfs_verdict); otherwise err is set and
+ * the module's frames have no names, never another file's. */
 struct module {
 	char *path;                 /* as /proc/PID/maps prints it */
 	unsigned dev_major, dev_minor;
 	uint64_t inode;
-	int err;                    /* 0 when elf was read */
+	char mem_id[129];           /* the build-id in memory, "" when none */
+	int err;                    /* 0 when elf was read; -ESTALE: the file
+	                               at the path is not the one mapped; else
+	                               why it could not be opened or read */
 	bool borrowed_syms;         /* elf.syms/strtab belong to another module
 	                               with the same build-id */
 	struct elfinfo elf;
@@ -53,10 +70,12 @@ void modules_init(struct modules *ms);
 void modules_free(struct modules *ms);
 
 /* Rereads /proc/PID/maps of AS and finds the module of every executable
- * mapping, reading the ELF files not seen yet (through
- * /proc/PID/map_files, which reaches a file deleted or replaced since it
- * was mapped).  libunwind's cached unwind rules are keyed by address: they
- * are flushed when the code mappings changed.  Returns 0 or -errno. */
+ * mapping, reading the ELF files not seen yet as the process sees them
+ * (targetfs.h: /proc/PID/map_files, which reaches a file deleted or
+ * replaced since it was mapped, else the path in the process's own root)
+ * with their separate debug files (in its root, then in ours).
+ * libunwind's cached unwind rules are keyed by address: they are flushed
+ * when the code mappings changed.  Returns 0 or -errno. */
 int addrspace_refresh(struct modules *ms, struct addrspace *as, uint64_t vsize);
 
 void addrspace_clear(struct addrspace *as);

@@ -173,6 +173,12 @@ const struct procmaps_entry *procmaps_find(const struct procmaps *m, uint64_t ad
 	return NULL;
 }
 
+bool procmaps_same_file(const struct procmaps_entry *a, const struct procmaps_entry *b)
+{
+	return a->inode == b->inode && a->dev_major == b->dev_major &&
+	       a->dev_minor == b->dev_minor && strcmp(a->path, b->path) == 0;
+}
+
 bool procmaps_same(const struct procmaps *a, const struct procmaps *b)
 {
 	return a->text && b->text && a->len == b->len && memcmp(a->text, b->text, a->len) == 0;

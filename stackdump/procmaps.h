@@ -35,6 +35,10 @@ int procmaps_read(pid_t pid, struct procmaps *m);
 /* The mapping containing ADDR, or NULL. */
 const struct procmaps_entry *procmaps_find(const struct procmaps *m, uint64_t addr);
 
+/* Whether mappings A and B map the same file: the same device, inode and
+ * path. */
+bool procmaps_same_file(const struct procmaps_entry *a, const struct procmaps_entry *b);
+
 /* Whether A and B were read from the same text. */
 bool procmaps_same(const struct procmaps *a, const struct procmaps *b);
 
