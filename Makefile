@@ -25,7 +25,7 @@ VERSION    := 0.1.0
 B          ?= build
 
 CC         ?= cc
-PKGS       := libproc2 libunwind-ptrace inih sqlite3 liblzma libsystemd
+PKGS       := libproc2 libunwind-ptrace inih sqlite3 liblzma zlib libzstd libsystemd
 WARN       := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
               -Wpointer-arith -Wcast-qual -Wformat=2
 CFLAGS     ?= -O2 -g
@@ -51,15 +51,19 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 TARGET_SRC := $(wildcard tests/targets/*.c)
 TARGET_BIN := $(TARGET_SRC:tests/targets/%.c=$(B)/tests/%)
+# The Go target, when go is installed (golang-go is a test dependency).
+ifneq ($(shell command -v go 2>/dev/null),)
+TARGET_BIN += $(B)/tests/gospin
+endif
 
 # What building and running needs (make deps), and what the tests, the
 # fault suite, the fuzzers and the benchmarks need besides (make test-deps).
 # README.md lists both; tests/integration/test_docs.py checks that it does.
 DEB_DEPS      := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
-                 libsqlite3-dev liblzma-dev libsystemd-dev
+                 libsqlite3-dev liblzma-dev zlib1g-dev libzstd-dev libsystemd-dev
 DEB_TEST_DEPS := libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev \
                  prometheus prometheus-node-exporter logrotate elfutils gdb g++ \
-                 xz-utils sysstat procps util-linux valgrind groff-base mandoc
+                 xz-utils sysstat procps util-linux valgrind groff-base mandoc golang-go
 
 all: $(B)/cpumond $(B)/stackdump
 
@@ -85,6 +89,16 @@ $(B)/tests/test_%: $(B)/obj/tests/unit/test_%.o $(B)/libcpumond.a
 $(B)/tests/%: tests/targets/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -fno-omit-frame-pointer -pthread $(WARN) -o $@ $< -lm
+
+# A default go build, as a Go program's packager makes it: its unwind tables
+# are only in a compressed .debug_frame.  go's build cache, module path and
+# configuration (go env, telemetry) are under $(B)/go, so that it builds on
+# a fresh machine, as root without a HOME too, writes nothing elsewhere and
+# reads no user's settings.
+$(B)/tests/gospin: tests/targets/gospin.go
+	@mkdir -p $(dir $@)
+	GOCACHE=$(abspath $(B))/go/cache GOPATH=$(abspath $(B))/go/path \
+	  XDG_CONFIG_HOME=$(abspath $(B))/go/config GOFLAGS= go build -o $@ $<
 
 $(B)/bench/%: bench/%.c $(B)/libcpumond.a
 	@mkdir -p $(dir $@)

@@ -7,10 +7,17 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZLIB_CONST
+#include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 /* Where the image comes from: a file read with pread, or memory. */
 struct src {
@@ -62,6 +69,169 @@ static int src_read_alloc(const struct src *s, uint64_t off, uint64_t len, char 
 	}
 	buf[len] = '\0';
 	*out = buf;
+	return 0;
+}
+
+/* Writes the reason into WHY and returns -ENOEXEC. */
+__attribute__((format(printf, 3, 4)))
+static int refuse(char *why, size_t whysz, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, whysz, fmt, ap);
+	va_end(ap);
+	return -ENOEXEC;
+}
+
+/* Inflates the zlib stream IN into OUT, of CAP bytes; *N is what it gave,
+ * CAP when the stream goes on past it. */
+static int inflate_zlib(const unsigned char *in, size_t len, unsigned char *out, size_t cap,
+                        size_t *n, char *why, size_t whysz)
+{
+	z_stream z = { .next_in = in, .avail_in = (uInt)len, .next_out = out, .avail_out = (uInt)cap };
+	int zr;
+
+	if (len > UINT_MAX || cap > UINT_MAX)
+		return refuse(why, whysz, "zlib data of %zu bytes is too large", len);
+	if (inflateInit(&z) != Z_OK)
+		return -ENOMEM;
+	do
+		zr = inflate(&z, Z_FINISH);
+	while (zr == Z_OK);
+	*n = z.total_out;
+	int r = 0;
+	if (zr == Z_MEM_ERROR)
+		r = -ENOMEM;
+	else if (zr == Z_BUF_ERROR && z.avail_out > 0)
+		r = refuse(why, whysz, "zlib data cut off after %zu bytes of output", *n);
+	else if (zr != Z_STREAM_END && zr != Z_BUF_ERROR)
+		r = refuse(why, whysz, "corrupt zlib data: %s", z.msg ? z.msg : "unknown error");
+	inflateEnd(&z);
+	return r;
+}
+
+/* The same for zstd frames.  One call into a buffer we sized: libzstd
+ * allocates no window of the size a frame asks for. */
+static int inflate_zstd(const unsigned char *in, size_t len, unsigned char *out, size_t cap,
+                        size_t *n, char *why, size_t whysz)
+{
+	size_t zr = ZSTD_decompress(out, cap, in, len);
+
+	*n = ZSTD_isError(zr) ? 0 : zr;
+	if (!ZSTD_isError(zr))
+		return 0;
+	switch (ZSTD_getErrorCode(zr)) {
+	case ZSTD_error_dstSize_tooSmall:
+		*n = cap;
+		return 0;
+	case ZSTD_error_memory_allocation:
+		return -ENOMEM;
+	case ZSTD_error_srcSize_wrong:
+		return refuse(why, whysz, "zstd data cut off");
+	default:
+		return refuse(why, whysz, "corrupt zstd data: %s", ZSTD_getErrorName(zr));
+	}
+}
+
+int elfinfo_uncompress(const void *sec, size_t len, bool zdebug, size_t max_out,
+                       unsigned char **out, size_t *outlen, char *why, size_t whysz)
+{
+	const unsigned char *p = sec;
+	uint64_t size = 0;
+	uint32_t type = ELFCOMPRESS_ZLIB;
+	size_t hdr;
+
+	*out = NULL;
+	*outlen = 0;
+	if (zdebug) {
+		/* binutils' old form: "ZLIB", the size big-endian, zlib data. */
+		hdr = 12;
+		if (len < hdr || memcmp(p, "ZLIB", 4) != 0)
+			return refuse(why, whysz, "no ZLIB header");
+		for (int i = 0; i < 8; i++)
+			size = size << 8 | p[4 + i];
+	} else {
+		/* Go writes its compressed sections at any offset (sh_addralign
+		 * 1): the header is copied out, never read in place. */
+		Elf64_Chdr ch;
+		hdr = sizeof(ch);
+		if (len < hdr)
+			return refuse(why, whysz, "compression header cut off at %zu bytes", len);
+		memcpy(&ch, p, sizeof(ch));
+		if (ch.ch_type != ELFCOMPRESS_ZLIB && ch.ch_type != ELFCOMPRESS_ZSTD)
+			return refuse(why, whysz, "unknown compression type %" PRIu32, ch.ch_type);
+		if (ch.ch_addralign & (ch.ch_addralign - 1))
+			return refuse(why, whysz, "alignment %" PRIu64 " is not a power of two",
+			              (uint64_t)ch.ch_addralign);
+		type = ch.ch_type;
+		size = ch.ch_size;
+	}
+	size_t in = len - hdr;
+	if (size > max_out || size >= SIZE_MAX)
+		return refuse(why, whysz, "declares %" PRIu64 " bytes, over the cap of %zu",
+		              size, max_out);
+	/* size > ELFINFO_MAX_ZRATIO * in, without the product. */
+	if (size > 0 && (size - 1) / ELFINFO_MAX_ZRATIO >= in)
+		return refuse(why, whysz, "declares %" PRIu64 " bytes from %zu: more than %d times as many",
+		              size, in, ELFINFO_MAX_ZRATIO);
+
+	unsigned char *buf = malloc(size + 1);
+	size_t n;
+	if (!buf)
+		return -ENOMEM;
+	int r = (type == ELFCOMPRESS_ZLIB ? inflate_zlib : inflate_zstd)(p + hdr, in, buf, size + 1,
+	                                                                &n, why, whysz);
+	if (r == 0 && n > size)
+		r = refuse(why, whysz, "decompresses to more than the %" PRIu64 " bytes declared", size);
+	else if (r == 0 && n < size)
+		r = refuse(why, whysz, "decompresses to %zu bytes, not the %" PRIu64 " declared", n, size);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	buf[size] = '\0';
+	*out = buf;
+	*outlen = size;
+	return 0;
+}
+
+/* Reads section SH, named NAME, into a new buffer with a NUL byte after its
+ * *LEN bytes: as stored, or decompressed when it is SHF_COMPRESSED or a
+ * .zdebug_ section.  MAX caps its size either way.  Returns 0, -ENOMEM, or
+ * -ENOEXEC when it is not inside the image, is larger than MAX or its
+ * compressed data is refused: then the first such reason of the module
+ * goes to EI->refused. */
+static int read_section(const struct src *s, const Elf64_Shdr *sh, const char *name,
+                        uint64_t max, struct elfinfo *ei, char **out, uint64_t *len)
+{
+	bool chdr = sh->sh_flags & SHF_COMPRESSED;
+	bool zdebug = !chdr && strncmp(name, ".zdebug_", 8) == 0;
+	char *raw, why[128];
+
+	*out = NULL;
+	*len = 0;
+	if (sh->sh_size > max)
+		return -ENOEXEC;
+	int r = src_read_alloc(s, sh->sh_offset, sh->sh_size, &raw);
+	if (r < 0)
+		return r;
+	if (!chdr && !zdebug) {
+		*out = raw;
+		*len = sh->sh_size;
+		return 0;
+	}
+	unsigned char *data;
+	size_t n;
+	r = elfinfo_uncompress(raw, sh->sh_size, zdebug, max < ELFINFO_MAX_ZOUT ? max : ELFINFO_MAX_ZOUT,
+	                       &data, &n, why, sizeof(why));
+	free(raw);
+	if (r == -ENOEXEC && ei->refused[0] == '\0')
+		snprintf(ei->refused, sizeof(ei->refused), "%s: %s", name, why);
+	if (r < 0)
+		return r;
+	*out = (char *)data;
+	*len = n;
 	return 0;
 }
 
@@ -287,10 +457,18 @@ static int cmp_sym(const void *a, const void *b)
 	return x->name < y->name ? -1 : x->name > y->name;
 }
 
+/* The name of section SH, or "" (names come from section e_shstrndx). */
+static const char *section_name(const char *names, uint64_t names_size, const Elf64_Shdr *sh)
+{
+	return names && sh->sh_name < names_size ? names + sh->sh_name : "";
+}
+
 /* Loads the sized function symbols of symbol table section SYMSEC, whose
- * strings are in section sh_link.  Returns 0 (possibly with no symbols). */
+ * strings are in section sh_link (section names in NAMES).  Returns 0
+ * (possibly with no symbols). */
 static int load_symbols(const struct src *s, const char *shtab, size_t shentsize,
-                        size_t nsec, size_t symsec, struct elfinfo *ei)
+                        size_t nsec, size_t symsec, const char *names, uint64_t names_size,
+                        struct elfinfo *ei)
 {
 	Elf64_Shdr sh, strsh;
 
@@ -298,23 +476,24 @@ static int load_symbols(const struct src *s, const char *shtab, size_t shentsize
 	if (sh.sh_link == 0 || sh.sh_link >= nsec)
 		return 0;
 	memcpy(&strsh, shtab + (size_t)sh.sh_link * shentsize, sizeof(strsh));
-	if (strsh.sh_type != SHT_STRTAB)
-		return 0;
-	if (sh.sh_entsize != sizeof(Elf64_Sym) || sh.sh_size > ELFINFO_MAX_SYMTAB ||
-	    strsh.sh_size > ELFINFO_MAX_SYMTAB || strsh.sh_size == 0)
+	if (strsh.sh_type != SHT_STRTAB || sh.sh_entsize != sizeof(Elf64_Sym))
 		return 0;
 
 	char *symtab, *strtab;
-	int r = src_read_alloc(s, sh.sh_offset, sh.sh_size, &symtab);
+	uint64_t symtab_size, strtab_size;
+	int r = read_section(s, &sh, section_name(names, names_size, &sh), ELFINFO_MAX_SYMTAB, ei,
+	                     &symtab, &symtab_size);
 	if (r < 0)
 		return r == -ENOMEM ? r : 0;
-	r = src_read_alloc(s, strsh.sh_offset, strsh.sh_size, &strtab);
-	if (r < 0) {
+	r = read_section(s, &strsh, section_name(names, names_size, &strsh), ELFINFO_MAX_SYMTAB, ei,
+	                 &strtab, &strtab_size);
+	if (r < 0 || strtab_size == 0) {
 		free(symtab);
+		free(strtab);
 		return r == -ENOMEM ? r : 0;
 	}
 
-	size_t n = sh.sh_size / sizeof(Elf64_Sym), nsyms = 0;
+	size_t n = symtab_size / sizeof(Elf64_Sym), nsyms = 0;
 	struct elfinfo_sym *syms = malloc((n ? n : 1) * sizeof(*syms));
 	if (!syms) {
 		free(symtab);
@@ -327,7 +506,7 @@ static int load_symbols(const struct src *s, const char *shtab, size_t shentsize
 		memcpy(&sym, symtab + i * sizeof(sym), sizeof(sym));
 		int type = ELF64_ST_TYPE(sym.st_info), bind = ELF64_ST_BIND(sym.st_info);
 		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
-		    sym.st_size == 0 || sym.st_name == 0 || sym.st_name >= strsh.sh_size ||
+		    sym.st_size == 0 || sym.st_name == 0 || sym.st_name >= strtab_size ||
 		    sym.st_value + sym.st_size < sym.st_value)
 			continue;
 		syms[nsyms].value = sym.st_value;
@@ -359,7 +538,7 @@ static int load_symbols(const struct src *s, const char *shtab, size_t shentsize
 	ei->syms = syms;
 	ei->nsyms = nsyms;
 	ei->strtab = strtab;
-	ei->strtab_size = strsh.sh_size;
+	ei->strtab_size = strtab_size;
 	return 0;
 }
 
@@ -414,16 +593,19 @@ static int read_image(const struct src *s, struct elfinfo *ei, bool inner);
 static int read_debugdata(const struct src *s, const Elf64_Shdr *sh, struct elfinfo *ei)
 {
 	char *xz;
+	uint64_t xz_size;
 	unsigned char *image;
 	size_t size;
 	struct elfinfo inner;
 
-	if (sh->sh_type != SHT_PROGBITS || sh->sh_size == 0 || sh->sh_size > ELFINFO_MAX_XZ_IN)
+	if (sh->sh_type != SHT_PROGBITS)
 		return 0;
-	int r = src_read_alloc(s, sh->sh_offset, sh->sh_size, &xz);
-	if (r < 0)
+	int r = read_section(s, sh, ".gnu_debugdata", ELFINFO_MAX_XZ_IN, ei, &xz, &xz_size);
+	if (r < 0 || xz_size == 0) {
+		free(xz);
 		return r == -ENOMEM ? r : 0;
-	r = minidebug_decompress(xz, sh->sh_size, ELFINFO_MAX_XZ_OUT, &image, &size);
+	}
+	r = minidebug_decompress(xz, xz_size, ELFINFO_MAX_XZ_OUT, &image, &size);
 	free(xz);
 	if (r < 0)
 		return r == -ENOMEM ? r : 0;
@@ -432,41 +614,42 @@ static int read_debugdata(const struct src *s, const Elf64_Shdr *sh, struct elfi
 	free(image);
 	if (r < 0)
 		return r == -ENOMEM ? r : 0;
+	if (ei->refused[0] == '\0' && inner.refused[0] != '\0')
+		snprintf(ei->refused, sizeof(ei->refused), ".gnu_debugdata %.144s", inner.refused);
 	r = merge_symbols(ei, &inner);
 	elfinfo_free(&inner);
 	return r;
 }
 
-/* .debug_frame, rewritten for libunwind (see debugframe.h). */
-static int read_debug_frame(const struct src *s, const Elf64_Shdr *sh, struct elfinfo *ei)
+/* .debug_frame (or .zdebug_frame, NAME), rewritten for libunwind (see
+ * debugframe.h). */
+static int read_debug_frame(const struct src *s, const Elf64_Shdr *sh, const char *name,
+                            struct elfinfo *ei)
 {
 	char *sec;
+	uint64_t size;
 
-	if (sh->sh_type != SHT_PROGBITS || (sh->sh_flags & SHF_COMPRESSED) ||
-	    sh->sh_size == 0 || sh->sh_size > ELFINFO_MAX_EH_DATA || ei->nloads == 0)
+	if (sh->sh_type != SHT_PROGBITS || ei->nloads == 0)
 		return 0;
-	int r = src_read_alloc(s, sh->sh_offset, sh->sh_size, &sec);
-	if (r < 0)
+	int r = read_section(s, sh, name, ELFINFO_MAX_EH_DATA, ei, &sec, &size);
+	if (r < 0 || size == 0) {
+		free(sec);
 		return r == -ENOMEM ? r : 0;
+	}
 	/* The image is shown to libunwind in a window as large as the module
 	 * (unwind.c), so it may not be larger. */
 	uint64_t span = ei->vaddr_hi - ei->vaddr_lo;
-	r = debugframe_convert((const unsigned char *)sec, sh->sh_size, ei->vaddr_lo, ei->vaddr_hi,
+	r = debugframe_convert((const unsigned char *)sec, size, ei->vaddr_lo, ei->vaddr_hi,
 	                       span < ELFINFO_MAX_EH_DATA ? span : ELFINFO_MAX_EH_DATA, &ei->dbg);
 	free(sec);
 	return r == -ENOMEM ? r : 0;
 }
 
-/* The name of section SH, or "" (names come from section e_shstrndx). */
-static const char *section_name(const char *names, uint64_t names_size, const Elf64_Shdr *sh)
-{
-	return names && sh->sh_name < names_size ? names + sh->sh_name : "";
-}
-
 /* Section headers: the build-id from SHT_NOTE sections when no PT_NOTE had
  * it, .debug_frame, and the symbols from .symtab, else .dynsym and
- * .gnu_debugdata (stripped binaries).  INNER: the image is MiniDebugInfo or
- * a separate debug file; only its .symtab (and build-id) is wanted. */
+ * .gnu_debugdata (stripped binaries), each decompressed when it is stored
+ * compressed.  INNER: the image is MiniDebugInfo or a separate debug file;
+ * only its .symtab (and build-id) is wanted. */
 static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo *ei, bool inner)
 {
 	size_t nsec = eh->e_shnum, shstrndx = eh->e_shstrndx;
@@ -500,9 +683,11 @@ static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo 
 	if (shstrndx > 0 && shstrndx < nsec) {
 		Elf64_Shdr sh;
 		memcpy(&sh, shtab + shstrndx * eh->e_shentsize, sizeof(sh));
-		if (sh.sh_type == SHT_STRTAB && sh.sh_size <= ELFINFO_MAX_SYMTAB &&
-		    src_read_alloc(s, sh.sh_offset, sh.sh_size, &names) == 0)
-			names_size = sh.sh_size;
+		if (sh.sh_type == SHT_STRTAB &&
+		    read_section(s, &sh, ".shstrtab", ELFINFO_MAX_SYMTAB, ei, &names, &names_size) == -ENOMEM) {
+			free(shtab);
+			return -ENOMEM;
+		}
 	}
 
 	size_t symtab = 0, dynsym = 0, debug_frame = 0, debugdata = 0;
@@ -515,25 +700,26 @@ static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo 
 			symtab = i;
 		else if (sh.sh_type == SHT_DYNSYM && !dynsym)
 			dynsym = i;
-		else if (sh.sh_type == SHT_NOTE && ei->build_id[0] == '\0')
+		else if (sh.sh_type == SHT_NOTE && !(sh.sh_flags & SHF_COMPRESSED) &&
+		         ei->build_id[0] == '\0')
 			notes_build_id(s, sh.sh_offset, sh.sh_size, sh.sh_addralign,
 			               ei->build_id, sizeof(ei->build_id));
-		else if (strcmp(name, ".debug_frame") == 0 && !debug_frame)
+		else if ((strcmp(name, ".debug_frame") == 0 || strcmp(name, ".zdebug_frame") == 0) &&
+		         !debug_frame)
 			debug_frame = i;
 		else if (strcmp(name, ".gnu_debugdata") == 0 && !debugdata)
 			debugdata = i;
 	}
-	free(names);
 	r = 0;
 	ei->symsrc = "";
 	if (symtab) {
-		r = load_symbols(s, shtab, eh->e_shentsize, nsec, symtab, ei);
+		r = load_symbols(s, shtab, eh->e_shentsize, nsec, symtab, names, names_size, ei);
 		if (ei->nsyms)
 			ei->symsrc = ".symtab";
 	}
 	if (!inner && r == 0 && ei->nsyms == 0) {
 		if (dynsym) {
-			r = load_symbols(s, shtab, eh->e_shentsize, nsec, dynsym, ei);
+			r = load_symbols(s, shtab, eh->e_shentsize, nsec, dynsym, names, names_size, ei);
 			if (ei->nsyms)
 				ei->symsrc = ".dynsym";
 		}
@@ -549,8 +735,9 @@ static int read_shdrs(const struct src *s, const Elf64_Ehdr *eh, struct elfinfo 
 	if (!inner && r == 0 && debug_frame) {
 		Elf64_Shdr sh;
 		memcpy(&sh, shtab + debug_frame * eh->e_shentsize, sizeof(sh));
-		r = read_debug_frame(s, &sh, ei);
+		r = read_debug_frame(s, &sh, section_name(names, names_size, &sh), ei);
 	}
+	free(names);
 	free(shtab);
 	return r;
 }

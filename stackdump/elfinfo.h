@@ -2,7 +2,11 @@
  * build-id, its PT_LOAD segments (to turn a file offset into an ELF virtual
  * address), its unwind tables (.eh_frame_hdr, else .debug_frame) and its
  * function symbols (.symtab, else .dynsym with the MiniDebugInfo symbols of
- * .gnu_debugdata).
+ * .gnu_debugdata).  A section stored compressed is read through zlib or
+ * libzstd: SHF_COMPRESSED (an Elf64_Chdr, then ELFCOMPRESS_ZLIB or
+ * ELFCOMPRESS_ZSTD data; a default `go build` keeps Go's only unwind
+ * tables so, in a compressed .debug_frame) or the older .zdebug_ form of
+ * GNU tools.
  *
  * Internal to stackdump/.  The image is read with pread(2) or from memory,
  * never mmapped (a file truncated under an mmap raises SIGBUS), and every
@@ -13,11 +17,16 @@
 #ifndef CPUMOND_STACKDUMP_ELFINFO_H
 #define CPUMOND_STACKDUMP_ELFINFO_H
 
+#include <elf.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "stackdump/debugframe.h"
+
+#ifndef ELFCOMPRESS_ZSTD
+#define ELFCOMPRESS_ZSTD 2      /* gABI since 2022; glibc 2.36's elf.h lacks it */
+#endif
 
 /* Caps on what one module may make us allocate. */
 #define ELFINFO_MAX_PHDRS   4096
@@ -29,6 +38,16 @@
 #define ELFINFO_MAX_XZ_OUT  (64u << 20)     /* bytes it may decompress to */
 #define ELFINFO_MAX_TEXT    (64u << 20)     /* bytes of code searched for the
                                                signal return trampoline */
+/* A compressed section may declare at most ELFINFO_MAX_ZOUT bytes (or the
+ * cap of its kind when lower) and at most ELFINFO_MAX_ZRATIO times its
+ * compressed bytes.  deflate cannot do better than 1032:1, and real
+ * sections come nowhere near: the 2,160 compressed sections of this
+ * machine's Debian debug files (/usr/lib/debug) compress at most 84:1 (a
+ * .debug_abbrev) and declare at most 5.5 MiB; Go's .debug_frame is 2.8:1.
+ * So a hostile module makes us inflate at most 64 MiB, and a small one
+ * about a thousand times its size. */
+#define ELFINFO_MAX_ZOUT    (64u << 20)
+#define ELFINFO_MAX_ZRATIO  1032
 
 struct elfinfo_load {
 	uint64_t offset;   /* p_offset */
@@ -79,6 +98,11 @@ struct elfinfo {
 	                               ".gnu_debugdata", "debug file" or "" */
 	uint64_t sigreturn_vaddr;   /* the signal return trampoline of a C
 	                               library (see elfinfo.c), 0 when none */
+	char refused[160];          /* why the first compressed section that was
+	                               refused was not read, naming it ("" when
+	                               none was): ".debug_frame: zlib data ends
+	                               after 812 of the 4096 bytes declared".
+	                               The module is read as if it lacked it. */
 };
 
 /* Reads the ELF image in file FD (read with pread, offsets from 0).
@@ -96,6 +120,20 @@ int elfinfo_read_symbols_fd(int fd, struct elfinfo *ei);
 int elfinfo_read_mem(const void *image, size_t size, struct elfinfo *ei);
 
 void elfinfo_free(struct elfinfo *ei);
+
+/* Decompresses the LEN bytes SEC of a section stored compressed: with
+ * ZDEBUG false an SHF_COMPRESSED one (an Elf64_Chdr, at any alignment, then
+ * ELFCOMPRESS_ZLIB or ELFCOMPRESS_ZSTD data), with ZDEBUG true a .zdebug_
+ * one ("ZLIB", the size as 8 big-endian bytes, zlib data).  The size
+ * declared may be at most MAX_OUT bytes and ELFINFO_MAX_ZRATIO times the
+ * compressed ones, and the data must decompress to exactly that size: it
+ * is inflated into a buffer of that size plus one byte, which catches a
+ * stream that goes on.  Returns 0 with *OUT (free it) holding *OUTLEN
+ * bytes and a NUL byte after them; -ENOMEM; or -ENOEXEC with the reason in
+ * WHY (WHYSZ bytes; lowercase, such as "declares 1073741824 bytes, over
+ * the cap of 33554432"). */
+int elfinfo_uncompress(const void *sec, size_t len, bool zdebug, size_t max_out,
+                       unsigned char **out, size_t *outlen, char *why, size_t whysz);
 
 /* Translates FILE_OFFSET, an offset in the file, into the ELF virtual address
  * (st_value and FDE compatible) of the PT_LOAD segment that maps it.  Returns

@@ -294,6 +294,11 @@ void unwind_snapshot(const struct addrspace *as, const struct snapshot *snap,
 			res->uerr = r;
 			break;
 		}
+		/* A return address of 0 ends the stack (Go's runtime.goexit
+		 * has one above it): libunwind steps to it, then would guess
+		 * on from the frame pointer.  eu-stack stops there too. */
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) == 0 && ip == 0)
+			break;
 		if (res->n == max) {
 			res->truncated = true;
 			break;

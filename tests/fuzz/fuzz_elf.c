@@ -1,9 +1,10 @@
 /* libFuzzer target: stackdump's readers of files that belong to the target
  * process -- the ELF reader (headers, notes, build-id, .eh_frame_hdr,
- * symbols, .gnu_debugdata through xz) and the .debug_frame converter.  A
- * corrupt or hostile module must never crash the daemon.
+ * symbols, .gnu_debugdata through xz, sections compressed with zlib or
+ * zstd) and the .debug_frame converter.  A corrupt or hostile module must
+ * never crash the daemon.
  *
- * Each input is read four ways:
+ * Each input is read six ways:
  *   - elfinfo_read_mem, the reader of the vDSO;
  *   - elfinfo_read_fd from a memfd holding the same bytes: the reader of
  *     every mapped module, through pread.  Both must agree (return value,
@@ -12,19 +13,34 @@
  *     bytes given;
  *   - elfinfo_read_symbols_fd from the memfd, the reader of separate debug
  *     files (build-id and .symtab only);
- *   - debugframe_convert, the bytes taken as a .debug_frame section.
+ *   - debugframe_convert, the bytes taken as a .debug_frame section;
+ *   - elfinfo_uncompress, the bytes taken as a compressed section, in the
+ *     SHF_COMPRESSED form and in the .zdebug_ one: what comes out must be
+ *     the size declared, what is refused must say why.
  * Whatever was read is then looked up around every symbol and segment.
  *
  * The seeds in tests/fuzz/corpus/elf/ are tiny real ELF files (built with
  * -nostdlib and 16-byte page alignment): one with .eh_frame_hdr, one with
  * only .debug_frame, a PIE, a stripped one with MiniDebugInfo, and an ELF
- * header alone.  Inputs that once crashed are kept there as crash-* files. */
+ * header alone.  Inputs that once crashed are kept there as crash-* files.
+ * The seeds with compressed sections come from seed-debug-frame-plain
+ * (twelve chained functions and _start, gcc -O1 -g -fomit-frame-pointer
+ * -fno-asynchronous-unwind-tables, every debug section but .debug_frame
+ * removed): its .debug_frame compressed by objcopy
+ * --compress-debug-sections=zlib, =zstd and =zlib-gnu (.zdebug_frame),
+ * the same program built with gcc -gz=zlib (all its debug sections),
+ * .symtab compressed in place (zlib), and from the zlib one the hostile
+ * forms: ch_size one byte long or short (seed-zlib-size-*), 1 GiB
+ * (seed-zlib-bomb), ch_type 9, the section cut by 10 bytes (zlib and
+ * zstd); seed-chdr-zlib-section is that compressed section alone. */
 #include "stackdump/debugframe.h"
 #include "stackdump/elfinfo.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -61,7 +77,8 @@ static bool same_elfinfo(const struct elfinfo *a, const struct elfinfo *b)
 	       a->dbg.size == b->dbg.size && a->dbg.count == b->dbg.count &&
 	       a->nsyms == b->nsyms &&
 	       (a->nsyms == 0 || memcmp(a->syms, b->syms, a->nsyms * sizeof(*a->syms)) == 0) &&
-	       strcmp(a->symsrc ? a->symsrc : "", b->symsrc ? b->symsrc : "") == 0;
+	       strcmp(a->symsrc ? a->symsrc : "", b->symsrc ? b->symsrc : "") == 0 &&
+	       strcmp(a->refused, b->refused) == 0;
 }
 
 /* The memfd the file readers read, created once: -1 when it cannot be. */
@@ -112,5 +129,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct debugframe df;
 	if (debugframe_convert(data, size, 0x1000, 0x100000, 1u << 20, &df) == 0)
 		debugframe_free(&df);
+
+	/* And as a compressed section, both forms: a refusal says why, and
+	 * what is accepted has the NUL byte after it. */
+	for (int zdebug = 0; zdebug < 2; zdebug++) {
+		unsigned char *out;
+		size_t n;
+		char why[128] = "";
+		int zr = elfinfo_uncompress(data, size, zdebug, 1u << 20, &out, &n, why, sizeof(why));
+		if ((zr == -ENOEXEC && why[0] == '\0') || (zr == 0 && (n > 1u << 20 || out[n] != 0)) ||
+		    (zr != 0 && zr != -ENOEXEC && zr != -ENOMEM)) {
+			fprintf(stderr, "elfinfo_uncompress returned %d, %zu bytes, \"%s\"\n", zr,
+			        zr == 0 ? n : 0, why);
+			__builtin_trap();
+		}
+		if (zr == 0)
+			free(out);
+	}
 	return 0;
 }

@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import check, poll, ptrace_allowed, skip, summary, thread_status  # noqa: E402
+from testlib import check, poll, ptrace_allowed, query, skip, summary, thread_status  # noqa: E402
 from faults.common import start_target  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -229,6 +229,12 @@ def symbol_extents(path):
 
 def module_bias(pid, module, ip):
     """Load bias of MODULE in PID from its mapping holding IP."""
+    try:
+        with open(module, "rb") as f:
+            if f.read(18)[16:18] == b"\x02\x00":
+                return 0        # ET_EXEC (Go): loaded where it was linked
+    except OSError:
+        pass
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
             p = line.split(None, 5)
@@ -238,10 +244,28 @@ def module_bias(pid, module, ip):
     return None
 
 
+def eu_stack_frames(tid):
+    """[pc] of eu-stack's frames of thread TID, and its output."""
+    r = run(["eu-stack", "-1", "-p", str(tid)])
+    return [int(m.group(1), 16) for m in re.finditer(r"^#\d+\s+0x([0-9a-f]+)", r.stdout, re.M)], \
+        r.stdout + r.stderr
+
+
+def same_ips(name, a, b, tool, text, ttext):
+    """Checks that the ip lists A (stackdump's) and B (TOOL's) are equal."""
+    diff = next((i for i in range(max(len(a), len(b)))
+                 if i >= len(a) or i >= len(b) or a[i] != b[i]), None)
+    check(f"{name}: {len(a)} frames equal {tool}'s, ip for ip", diff is None,
+          f"first difference at #{diff}: stackdump "
+          f"{[hex(x) for x in a[diff:diff + 3]] if diff is not None else ''} {tool} "
+          f"{[hex(x) for x in b[diff:diff + 3]] if diff is not None else ''}\n{text}\n{ttext[-2000:]}")
+
+
 def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
-            must_truncate=False, mutate=None, restore=None, lib_symbols=None):
-    """One case: stackdump's frames == gdb's physical frames, names inside
-    their symbols, EXPECT names present in order."""
+            must_truncate=False, mutate=None, restore=None, lib_symbols=None, eu_stack=False):
+    """One case: stackdump's frames == gdb's physical frames (and eu-stack's,
+    with EU_STACK), names inside their symbols, EXPECT names present in
+    order, no caller at ip 0."""
     try:
         t = Target(argv)
     except (RuntimeError, OSError) as e:
@@ -271,12 +295,15 @@ def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
                 print("\n".join(f"gdb 0x{pc:x} {fn}" for pc, fn in theirs))
             a = [f[0] for f in ours]
             b = [f[0] for f in theirs]
-            diff = next((i for i in range(max(len(a), len(b)))
-                         if i >= len(a) or i >= len(b) or a[i] != b[i]), None)
-            check(f"{name}: {len(a)} frames equal gdb's, ip for ip", diff is None,
-                  f"first difference at #{diff}: stackdump "
-                  f"{[hex(x) for x in a[diff:diff + 3]] if diff is not None else ''} gdb "
-                  f"{[hex(x) for x in b[diff:diff + 3]] if diff is not None else ''}\n{text}\n{gtext[-2000:]}")
+            # gdb prints the return address 0 above Go's runtime.goexit as
+            # one more frame; the stack ends there (eu-stack stops too).
+            if len(b) > 1 and b[-1] == 0:
+                b.pop()
+            same_ips(name, a, b, "gdb", text, gtext)
+            if eu_stack:
+                c, etext = eu_stack_frames(t.tid)
+                same_ips(name, a, c, "eu-stack", text, etext)
+            check(f"{name}: no caller at ip 0", 0 not in a[1:], text)
         # Every named frame lies inside its symbol's extent.
         bad = []
         for i, (ip, sym, off, module) in enumerate(ours):
@@ -393,6 +420,95 @@ def whole_process(build, stackdump):
         p.wait(timeout=10)
 
 
+GO_CHAIN = ["main.burn", "main.spin", "main.worker"]
+
+
+def go_samples(build, gospin):
+    """The daemon samples the Go thread 20 times while it spins in its
+    frameless leaf: one distinct stack, by construction (the thread never
+    leaves main.burn, and the hash takes each function's start from the
+    unwind tables, not the instruction caught), the whole chain, each
+    function's start its symbol's, no frame at ip 0."""
+    name = "go: 20 samples of the loop by the daemon"
+    cpumond = os.path.join(build, "cpumond")
+    if not os.access(cpumond, os.X_OK):
+        skip(name, f"{cpumond} is not built")
+        return
+    tmp = tempfile.mkdtemp(dir=os.path.join(build, "tests"))
+    db, conf = os.path.join(tmp, "go.db"), os.path.join(tmp, "go.conf")
+    try:
+        t = Target([gospin, "--timeout", "120"])
+    except (RuntimeError, OSError) as e:
+        check(name, False, str(e))
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    daemon = None
+    try:
+        with open(conf, "w") as f:
+            f.write(f"""[cpumond]
+interval = 300ms
+threshold = 250
+cooldown = 1h
+episode_samples = 20
+sample_interval = 20ms
+database = {db}
+
+[watch go]
+pid = {t.pid}
+""")
+        daemon = subprocess.Popen([cpumond, "-c", conf], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        # An event is stored once its episode has ended.
+        rows = poll(lambda: query(db, "SELECT id, samples, stack_hash, episode_end FROM events"
+                                      " WHERE tid = ?", (t.tid,)), 60)
+        if not check(f"{name}: an event", rows, f"none in {db}"):
+            return
+        eid, samples, key, end = rows[0]
+        skipped = re.match(r"cut short: (\d+) of 20 samples skipped", end or "")
+        check(f"{name}: 20 samples, or the skipped ones said",
+              samples >= 2 and (samples == 20 or (skipped and samples + int(skipped.group(1)) == 20)),
+              f"samples {samples}, end {end!r}")
+        counts = query(db, "SELECT stack_hash, count FROM event_stacks WHERE event_id = ?", (eid,))
+        check(f"{name}: one stack hash for all {samples} samples",
+              len(counts) == 1 and counts[0] == (key, samples), str(counts))
+        frames = query(db, "SELECT symbol, func_offset FROM stack_frames WHERE hash = ?"
+                           " ORDER BY depth", (key,))
+        syms = [f[0] for f in frames]
+        check(f"{name}: key stack {' <- '.join(GO_CHAIN)} <- ... <- runtime.goexit",
+              syms[:3] == GO_CHAIN and syms[-1:] == ["runtime.goexit.abi0"], str(syms))
+        # A static executable, loaded where it was linked: func_offset is
+        # the function's ELF address, and nm's.
+        ext = symbol_extents(gospin)
+        starts = [ext.get(sym, [(None, 0)])[0][0] for sym in GO_CHAIN]
+        check(f"{name}: each function's start from the unwind tables is its symbol's",
+              [f[1] for f in frames[:3]] == starts,
+              f"{[f[1] for f in frames[:3]]} against {starts}")
+        ips = [r[0] for r in query(db, "SELECT ip FROM event_frames WHERE event_id = ? ORDER BY depth",
+                                   (eid,))]
+        check(f"{name}: no caller at ip 0", ips and 0 not in ips[1:], str(ips))
+    finally:
+        if daemon and daemon.poll() is None:
+            daemon.terminate()
+            daemon.wait(timeout=10)
+        t.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def go_cases(build, stackdump):
+    """A Go program of a default go build (tests/targets/gospin.go): its only
+    unwind tables are in a compressed .debug_frame."""
+    gospin = os.path.join(build, "tests", "gospin")
+    if not os.access(gospin, os.X_OK):
+        skip("go", f"{gospin} is not built (make builds it when go is installed: "
+                   "apt-get install golang-go)")
+        return
+    if not shutil.which("eu-stack"):
+        skip("go: against eu-stack", "eu-stack is not installed (apt-get install elfutils)")
+    compare("go: frameless leaf, compressed .debug_frame", [gospin], stackdump,
+            expect=GO_CHAIN + ["runtime.goexit.abi0"], eu_stack=bool(shutil.which("eu-stack")))
+    go_samples(build, gospin)
+
+
 def main():
     global verbose
     ap = argparse.ArgumentParser()
@@ -476,6 +592,7 @@ def main():
                             mutate=upgrade)
                 finally:
                     shutil.rmtree(tmpdir, ignore_errors=True)
+        go_cases(args.build, stackdump)
     return summary()
 
 

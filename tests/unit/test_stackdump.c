@@ -26,6 +26,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 /* ---- helpers ---- */
 
@@ -507,6 +510,271 @@ static void test_elfinfo_seeds(void **state)
 	assert_int_equal(ei.nsyms, 0);
 	elfinfo_free(&ei);
 	free(img);
+}
+
+/* ---- compressed sections ---- */
+
+/* An SHF_COMPRESSED section's bytes, at offset 1 of the buffer *BASE (free
+ * that) as Go writes them, at any alignment: an Elf64_Chdr of TYPE and
+ * ALIGN declaring SIZE bytes, then the LEN bytes of DATA. */
+static unsigned char *chdr_section(uint32_t type, uint64_t size, uint64_t align,
+                                   const void *data, size_t len, unsigned char **base)
+{
+	Elf64_Chdr ch = { .ch_type = type, .ch_size = size, .ch_addralign = align };
+
+	*base = malloc(1 + sizeof(ch) + len);
+	assert_non_null(*base);
+	memcpy(*base + 1, &ch, sizeof(ch));
+	memcpy(*base + 1 + sizeof(ch), data, len);
+	return *base + 1;
+}
+
+/* Text that compresses about as well as debug sections do. */
+static unsigned char *sample_text(size_t n)
+{
+	unsigned char *p = malloc(n);
+	uint64_t x = 88172645463325252ull;
+
+	assert_non_null(p);
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		p[i] = "main.burn\0main.spin\0runtime.goexit\0"[x % 35] ^ (x % 7 == 0 ? (x >> 40) & 15 : 0);
+	}
+	return p;
+}
+
+static size_t zlib_of(const unsigned char *in, size_t n, unsigned char **out)
+{
+	uLongf len = compressBound(n);
+
+	*out = malloc(len);
+	assert_non_null(*out);
+	assert_int_equal(compress2(*out, &len, in, n, 9), Z_OK);
+	return len;
+}
+
+static size_t zstd_of(const unsigned char *in, size_t n, unsigned char **out)
+{
+	size_t len = ZSTD_compressBound(n);
+
+	*out = malloc(len);
+	assert_non_null(*out);
+	len = ZSTD_compress(*out, len, in, n, 3);
+	assert_false(ZSTD_isError(len));
+	return len;
+}
+
+/* Decompresses SEC (LEN bytes; ZDEBUG: the .zdebug_ form) with a cap of 1
+ * MiB; returns the function's value, the reason in WHY. */
+static int unpack(const unsigned char *sec, size_t len, bool zdebug, unsigned char **out,
+                      size_t *n, char *why)
+{
+	strcpy(why, "(not set)");
+	return elfinfo_uncompress(sec, len, zdebug, 1u << 20, out, n, why, 128);
+}
+
+/* zlib and zstd, in both forms, decompress to the bytes compressed, with a
+ * NUL byte after them. */
+static void test_uncompress_good(void **state)
+{
+	(void)state;
+	size_t n = 100000, zn, got;
+	unsigned char *text = sample_text(n), *z, *base, *out;
+	char why[128];
+
+	for (int type = ELFCOMPRESS_ZLIB; type <= ELFCOMPRESS_ZSTD; type++) {
+		zn = type == ELFCOMPRESS_ZLIB ? zlib_of(text, n, &z) : zstd_of(text, n, &z);
+		const unsigned char *sec = chdr_section(type, n, 8, z, zn, &base);
+		assert_int_equal(unpack(sec, sizeof(Elf64_Chdr) + zn, false, &out, &got, why), 0);
+		assert_int_equal(got, n);
+		assert_memory_equal(out, text, n);
+		assert_int_equal(out[n], 0);
+		free(out);
+		free(base);
+		free(z);
+	}
+
+	/* .zdebug_: "ZLIB", then the size in 8 big-endian bytes. */
+	zn = zlib_of(text, n, &z);
+	unsigned char *zd = malloc(12 + zn);
+	assert_non_null(zd);
+	memcpy(zd, "ZLIB\0\0\0\0\0\x01\x86\xa0", 12);      /* 100000 */
+	memcpy(zd + 12, z, zn);
+	assert_int_equal(unpack(zd, 12 + zn, true, &out, &got, why), 0);
+	assert_int_equal(got, n);
+	assert_memory_equal(out, text, n);
+	free(out);
+
+	/* An empty section. */
+	unsigned char *e;
+	size_t en = zlib_of(text, 0, &e);
+	const unsigned char *sec = chdr_section(ELFCOMPRESS_ZLIB, 0, 1, e, en, &base);
+	assert_int_equal(unpack(sec, sizeof(Elf64_Chdr) + en, false, &out, &got, why), 0);
+	assert_int_equal(got, 0);
+	free(out);
+	free(base);
+	free(e);
+	free(zd);
+	free(z);
+	free(text);
+}
+
+/* Every refusal, with its reason; nothing is returned then. */
+static void test_uncompress_refused(void **state)
+{
+	(void)state;
+	size_t n = 100000, got;
+	unsigned char *text = sample_text(n), *zl, *zs, *base, *out;
+	size_t zln = zlib_of(text, n, &zl), zsn = zstd_of(text, n, &zs);
+	size_t hdr = sizeof(Elf64_Chdr);
+	char why[128], want[128];
+	const unsigned char *sec;
+
+#define REFUSED(sec, len, zdebug, reason) do { \
+		out = (unsigned char *)1; \
+		assert_int_equal(unpack(sec, len, zdebug, &out, &got, why), -ENOEXEC); \
+		assert_null(out); \
+		assert_string_equal(why, reason); \
+	} while (0)
+
+	sec = chdr_section(ELFCOMPRESS_ZLIB, n, 8, zl, zln, &base);
+	REFUSED(sec, 10, false, "compression header cut off at 10 bytes");
+	free(base);
+	sec = chdr_section(3, n, 8, zl, zln, &base);
+	REFUSED(sec, hdr + zln, false, "unknown compression type 3");
+	free(base);
+	sec = chdr_section(ELFCOMPRESS_ZLIB, n, 24, zl, zln, &base);
+	REFUSED(sec, hdr + zln, false, "alignment 24 is not a power of two");
+	free(base);
+
+	/* Sizes that cannot be true, refused before anything is allocated. */
+	sec = chdr_section(ELFCOMPRESS_ZLIB, (1u << 20) + 1, 8, zl, zln, &base);
+	REFUSED(sec, hdr + zln, false, "declares 1048577 bytes, over the cap of 1048576");
+	free(base);
+	sec = chdr_section(ELFCOMPRESS_ZSTD, UINT64_MAX, 8, zs, zsn, &base);
+	REFUSED(sec, hdr + zsn, false,
+	        "declares 18446744073709551615 bytes, over the cap of 1048576");
+	free(base);
+	sec = chdr_section(ELFCOMPRESS_ZLIB, 1032 * 100 + 1, 8, zl, 100, &base);
+	REFUSED(sec, hdr + 100, false, "declares 103201 bytes from 100: more than 1032 times as many");
+	free(base);
+
+	/* Sizes that lie, both ways and both algorithms. */
+	for (int type = ELFCOMPRESS_ZLIB; type <= ELFCOMPRESS_ZSTD; type++) {
+		const unsigned char *z = type == ELFCOMPRESS_ZLIB ? zl : zs;
+		size_t zn = type == ELFCOMPRESS_ZLIB ? zln : zsn;
+		sec = chdr_section(type, n + 1, 8, z, zn, &base);
+		REFUSED(sec, hdr + zn, false, "decompresses to 100000 bytes, not the 100001 declared");
+		free(base);
+		sec = chdr_section(type, n - 1, 8, z, zn, &base);
+		REFUSED(sec, hdr + zn, false, "decompresses to more than the 99999 bytes declared");
+		free(base);
+	}
+
+	/* Cut off, and corrupt. */
+	sec = chdr_section(ELFCOMPRESS_ZLIB, n, 8, zl, zln, &base);
+	out = NULL;
+	assert_int_equal(unpack(sec, hdr + zln / 2, false, &out, &got, why), -ENOEXEC);
+	assert_null(out);
+	assert_true(strncmp(why, "zlib data cut off after ", 24) == 0);
+	free(base);
+	sec = chdr_section(ELFCOMPRESS_ZSTD, n, 8, zs, zsn, &base);
+	REFUSED(sec, hdr + zsn / 2, false, "zstd data cut off");
+	free(base);
+	zl[0] ^= 0xff;
+	sec = chdr_section(ELFCOMPRESS_ZLIB, n, 8, zl, zln, &base);
+	REFUSED(sec, hdr + zln, false, "corrupt zlib data: incorrect header check");
+	free(base);
+	zl[0] ^= 0xff;
+	zs[0] ^= 0xff;
+	sec = chdr_section(ELFCOMPRESS_ZSTD, n, 8, zs, zsn, &base);
+	snprintf(want, sizeof(want), "corrupt zstd data: %s", ZSTD_getErrorName((size_t)-ZSTD_error_prefix_unknown));
+	REFUSED(sec, hdr + zsn, false, want);
+	free(base);
+	zs[0] ^= 0xff;
+
+	/* A bomb: 64 MiB of zeros in 64 KiB, declared as 512 KiB, is inflated
+	 * into 512 KiB and a byte, and refused there. */
+	size_t big = 64u << 20;
+	unsigned char *zeros = calloc(big, 1), *bomb;
+	assert_non_null(zeros);
+	size_t bn = zlib_of(zeros, big, &bomb);
+	free(zeros);
+	assert_true(bn < 128 * 1024);
+	sec = chdr_section(ELFCOMPRESS_ZLIB, 512 * 1024, 8, bomb, bn, &base);
+	REFUSED(sec, hdr + bn, false, "decompresses to more than the 524288 bytes declared");
+	free(base);
+	free(bomb);
+
+	/* .zdebug_ without its header. */
+	REFUSED(zl, zln, true, "no ZLIB header");
+	REFUSED((const unsigned char *)"ZLIB", 4, true, "no ZLIB header");
+#undef REFUSED
+	free(zl);
+	free(zs);
+	free(text);
+}
+
+/* The seeds with compressed sections: a .debug_frame compressed with zlib,
+ * with zstd, in the .zdebug_ form, by gcc -gz=zlib, and a compressed
+ * .symtab give what the plain file gives; the hostile ones (made from the
+ * zlib one) are refused with their reason, and the module is still read. */
+static void test_elfinfo_compressed_seeds(void **state)
+{
+	(void)state;
+	struct elfinfo plain, ei;
+	size_t size;
+	unsigned char *img = corpus_file("seed-debug-frame-plain", &size);
+
+	if (!img)
+		skip();
+	assert_int_equal(elfinfo_read_mem(img, size, &plain), 0);
+	free(img);
+	assert_int_equal(plain.dbg.count, 13);    /* f0..f11 and _start */
+	assert_int_equal(plain.nsyms, 13);
+
+	static const char *const same[] = {
+		"seed-debug-frame-zlib", "seed-debug-frame-zstd", "seed-zdebug-frame",
+		"seed-gcc-gz-zlib", "seed-symtab-zlib",
+	};
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+		img = corpus_file(same[i], &size);
+		assert_non_null(img);
+		assert_int_equal(elfinfo_read_mem(img, size, &ei), 0);
+		print_message("%s: %zu FDEs, %zu symbols, refused \"%s\"\n", same[i], ei.dbg.count,
+		              ei.nsyms, ei.refused);
+		assert_string_equal(ei.refused, "");
+		assert_int_equal(ei.dbg.count, plain.dbg.count);
+		assert_int_equal(ei.dbg.size, plain.dbg.size);
+		assert_memory_equal(ei.dbg.data, plain.dbg.data, plain.dbg.size);
+		assert_int_equal(ei.nsyms, plain.nsyms);
+		for (size_t k = 0; k < ei.nsyms; k++)
+			assert_string_equal(ei.strtab + ei.syms[k].name, plain.strtab + plain.syms[k].name);
+		assert_string_equal(ei.symsrc, ".symtab");
+		elfinfo_free(&ei);
+		free(img);
+	}
+
+	static const struct { const char *seed, *reason; } hostile[] = {
+		{ "seed-zlib-size-long", ".debug_frame: decompresses to 336 bytes, not the 337 declared" },
+		{ "seed-zlib-size-short", ".debug_frame: decompresses to more than the 335 bytes declared" },
+		{ "seed-zlib-bomb", ".debug_frame: declares 1073741824 bytes, over the cap of 33554432" },
+		{ "seed-zlib-type", ".debug_frame: unknown compression type 9" },
+		{ "seed-zlib-truncated", ".debug_frame: zlib data cut off after " },
+		{ "seed-zstd-truncated", ".debug_frame: zstd data cut off" },
+	};
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		img = corpus_file(hostile[i].seed, &size);
+		assert_non_null(img);
+		assert_int_equal(elfinfo_read_mem(img, size, &ei), 0);
+		print_message("%s: refused \"%s\"\n", hostile[i].seed, ei.refused);
+		assert_true(strncmp(ei.refused, hostile[i].reason, strlen(hostile[i].reason)) == 0);
+		assert_int_equal(ei.dbg.count, 0);
+		assert_int_equal(ei.nsyms, plain.nsyms);    /* the rest is read */
+		elfinfo_free(&ei);
+		free(img);
+	}
+	elfinfo_free(&plain);
 }
 
 /* Names are given only inside a symbol's extent. */
@@ -1234,6 +1502,9 @@ int main(void)
 		cmocka_unit_test(test_procmaps_parse),
 		cmocka_unit_test(test_debugframe_convert),
 		cmocka_unit_test(test_elfinfo_seeds),
+		cmocka_unit_test(test_uncompress_good),
+		cmocka_unit_test(test_uncompress_refused),
+		cmocka_unit_test(test_elfinfo_compressed_seeds),
 		cmocka_unit_test(test_elfinfo_symbol_extent),
 		cmocka_unit_test(test_snapshot_word),
 	};
