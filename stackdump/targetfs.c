@@ -142,6 +142,17 @@ int targetfs_open_mapped(pid_t pid, const struct procmaps_entry *e, bool *exact)
 		*exact = fd >= 0;
 		return fd;
 	}
+	/* The executable, also deleted since or under a directory our user
+	 * may not walk: /proc/PID/exe needs only the ptrace access check. */
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	fd = open(path, OPEN_FLAGS);
+	if (fd >= 0 && (fd = regular(fd, &st)) >= 0) {
+		if (targetfs_same_inode(&st, e->dev_major, e->dev_minor, e->inode)) {
+			*exact = true;
+			return fd;
+		}
+		close(fd);
+	}
 	if (e->path[0] != '/' || ends_with(e->path, " (deleted)"))
 		return -ENOENT;
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);

@@ -10,6 +10,8 @@
  *   - /proc/PID/map_files/START-END, the mapped file itself, also when it
  *     was deleted or replaced since; opening it needs CAP_SYS_ADMIN or
  *     CAP_CHECKPOINT_RESTORE, which the unit does not give;
+ *   - /proc/PID/exe for the executable, the same file, which needs only
+ *     the ptrace access check;
  *   - else the path under /proc/PID/root, the target's root directory,
  *     which needs only the ptrace access check that CAP_SYS_PTRACE passes,
  *     walked with openat2(RESOLVE_IN_ROOT) so that symbolic links resolve
@@ -51,7 +53,8 @@
 int targetfs_open(pid_t pid, const char *path);
 
 /* Opens the file that mapping E of process PID maps: through
- * /proc/PID/map_files when we may, else E->path in PID's root
+ * /proc/PID/map_files when we may, else through /proc/PID/exe when E maps
+ * the executable (the same inode), else E->path in PID's root
  * (targetfs_maps_path).  *EXACT tells whether the descriptor is the
  * mapped file beyond doubt: it came from map_files, or its device and
  * inode are those of the maps line (targetfs_same_inode).  Otherwise it is
@@ -59,9 +62,9 @@ int targetfs_open(pid_t pid, const char *path);
  * under other numbers (overlayfs before Linux 6.8 showed the lower layer's
  * device in maps, btrfs the file system's instead of the subvolume's) or
  * another file: the caller decides with targetfs_verdict.  Returns the
- * descriptor or -errno as targetfs_open; -ENOENT also for a file deleted
- * since it was mapped (" (deleted)") when map_files is closed to us, and
- * for one outside the target's root. */
+ * descriptor or -errno as targetfs_open; -ENOENT also for a library
+ * deleted since it was mapped (" (deleted)") when map_files is closed to
+ * us, and for a file outside the target's root. */
 int targetfs_open_mapped(pid_t pid, const struct procmaps_entry *e, bool *exact);
 
 /* The GNU build-id, as lowercase hex in OUT (SIZE bytes, 129 hold any),

@@ -24,29 +24,16 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The least-privilege case of the integration tests picks its uid the same way.
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "integration"))
+from test_service import free_id  # noqa: E402
 from common import (Daemon, all_threads_run, check, main, note, poll, query, skip,
                     start_target, stop, thread_status, write_config)
 
 CHAIN = ["hot_leaf", "hot_mid", "hot_root", "hot_thread_main", "start_thread", "clone3"]
 # The same path inside the namespace and, in the second case, on the host.
 PATH = f"/tmp/cpumond-ct-{os.getpid()}/hotchain"
-
-
-def free_uid(start):
-    """A uid that names no user and no group."""
-    import grp
-    import pwd
-    for i in range(start, start + 1000):
-        try:
-            pwd.getpwuid(i)
-            continue
-        except KeyError:
-            pass
-        try:
-            grp.getgrgid(i)
-        except KeyError:
-            return i
-    return None
 
 
 def as_uid(uid):
@@ -219,7 +206,7 @@ def test_container(build, tmp):
     if os.path.exists(os.path.dirname(PATH)):
         skip(name, f"{os.path.dirname(PATH)} exists on the host already")
         return
-    uid = free_uid(64100)
+    uid = free_id(64100)
     # The programs where the uid may read them: the build may sit under a
     # 0700 home, and the fault suite's scratch directory is 0700.
     d = os.path.join(tmp, "ct")

@@ -1,7 +1,8 @@
 /* Unit tests of stackdump/targetfs.c: the path of a mapped file in the
  * target's root, the verdict on a file reached by path, the build-id of a
  * mapping's first page; and, live, a chrooted child whose files are opened
- * as it sees them by a process holding CAP_SYS_PTRACE alone. */
+ * as it sees them, and a deleted executable, by a process holding
+ * CAP_SYS_PTRACE alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -341,6 +342,72 @@ static void test_live_jail(void **state)
 	munmap(s, sizeof(*s));
 }
 
+/* A copy of sleep(1) run from a scratch directory, then deleted: with
+ * CAP_SYS_PTRACE alone its executable is still read, through
+ * /proc/PID/exe, and is the mapped inode. */
+static void test_live_deleted_exe(void **state)
+{
+	(void)state;
+	char dir[64], exe[128], want[160];
+	struct procmaps m;
+	int *seen;
+
+	if (geteuid() != 0)
+		skip();    /* the checker drops capabilities root has */
+	seen = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	            -1, 0);
+	assert_true(seen != MAP_FAILED);
+	assert_int_equal(tmpdir_make(dir, sizeof(dir), "test_targetfs"), 0);
+	snprintf(exe, sizeof(exe), "%s/sl", dir);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "cp /bin/sleep %s", exe);
+	assert_int_equal(system(cmd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl(exe, "sl", "30", (char *)NULL);
+		_exit(127);
+	}
+	/* Until the exec is done, /proc/PID/exe is this test. */
+	char link[64], got[160];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	for (int i = 0; i < 2000; i++) {
+		ssize_t n = readlink(link, got, sizeof(got) - 1);
+		if (n > 0 && (got[n] = '\0', strcmp(got, exe) == 0))
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(unlink(exe), 0);
+	snprintf(want, sizeof(want), "%s (deleted)", exe);
+	pid_t checker = fork();
+	assert_true(checker >= 0);
+	if (checker == 0) {
+		seen[0] = seen[1] = -ENOENT;
+		if (ptrace_cap_only() < 0 || procmaps_read(pid, &m) < 0)
+			_exit(2);
+		for (size_t i = 0; i < m.n; i++) {
+			if (strcmp(m.v[i].path, want) != 0 || m.v[i].perms[2] != 'x')
+				continue;
+			bool exact = false;
+			int fd = targetfs_open_mapped(pid, &m.v[i], &exact);
+			seen[0] = fd < 0 ? fd : 0;
+			seen[1] = exact;
+			if (fd >= 0)
+				close(fd);
+		}
+		_exit(0);
+	}
+	int status = -1;
+	waitpid(checker, &status, 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	tmpdir_remove(dir);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(seen[0], 0);
+	assert_int_equal(seen[1], 1);
+	munmap(seen, 2 * sizeof(int));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +417,7 @@ int main(void)
 		cmocka_unit_test(test_image_build_id),
 		cmocka_unit_test(test_live_self),
 		cmocka_unit_test(test_live_jail),
+		cmocka_unit_test(test_live_deleted_exe),
 	};
 	return cmocka_run_group_tests_name("targetfs", tests, NULL, NULL);
 }
