@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,11 +43,19 @@
 
 struct pending_event;
 
+/* What the daemon last said about a watch's processes. */
+struct watch_seen {
+	size_t procs;            /* its processes this cycle */
+	bool said_empty;         /* warned that it has none, and none came since */
+};
+
 struct daemon {
 	struct config *cfg;      /* heap: the watch resolver points into it */
 	const char *db_override; /* -d */
+	char *db_path;           /* the database open, whatever the file says since */
 	long max_cycles;         /* --cycles; 0: run until stopped */
 	struct watch *watch;
+	struct watch_seen *seen; /* per watch of cfg */
 	struct sampler *sampler;
 	struct trigger *trigger;
 	struct stackdump *dumper;
@@ -249,6 +258,40 @@ static void store_flush(struct daemon *d)
 	malloc_trim(0);
 }
 
+/* The event line names this many of the key stack's innermost functions,
+ * as many as the journal entry's MESSAGE. */
+#define LINE_FRAMES 3
+
+/* "hot_leaf <- hot_mid <- hot_root <- ...": the first functions of SK, and
+ * the innermost one that has a name when none of those has one (a stripped
+ * library on top): "libx.so@0x1200 <- libx.so@0x1400 <- libx.so@0x1900 <-
+ * ... <- main (#5)".  Cut to LEN - 1 bytes. */
+static void stack_summary(const struct stackdump_stack *sk, char *buf, size_t len)
+{
+	/* fmemopen leaves a full buffer without its NUL: the last byte keeps one. */
+	FILE *out = fmemopen(buf, len - 1, "w");
+	size_t named = 0, shown = sk->nframes < LINE_FRAMES ? sk->nframes : LINE_FRAMES;
+	char name[256];
+
+	buf[0] = buf[len - 1] = '\0';
+	if (!out)
+		return;
+	while (named < sk->nframes && !(sk->frames[named].symbol && sk->frames[named].symbol[0]))
+		named++;
+	for (size_t i = 0; i < shown; i++) {
+		stackdump_function_name(&sk->frames[i], name, sizeof name);
+		fprintf(out, "%s%s", i ? " <- " : "", name);
+	}
+	if (named >= shown && named < sk->nframes) {
+		stackdump_function_name(&sk->frames[named], name, sizeof name);
+		fprintf(out, "%s <- %s (#%zu)", named > shown ? " <- ..." : "", name, named);
+		shown = named + 1;
+	}
+	if (shown < sk->nframes)
+		fputs(" <- ...", out);
+	fclose(out);
+}
+
 /* Logs PE's event, sends it to the journal, and queues it for the next
  * store_flush. */
 static void finish_event(struct daemon *d, struct pending_event *pe)
@@ -257,19 +300,26 @@ static void finish_event(struct daemon *d, struct pending_event *pe)
 	int key = episode_key(ep);
 	struct store_stack_count *counts = calloc(ep->nstacks + 1, sizeof *counts);
 	struct store_event ev;
+	char frames[512], samples[64];
 
 	d->events++;
 	metrics_event(d->metrics, pe->watch);
 	if (counts) {
 		event_of(d, pe, &ev, counts);
-		if (key >= 0)
-			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: key stack %016"
-			        PRIx64 " in %u of %d samples (%zu distinct), stopped %" PRIu64
-			        " µs median, %" PRIu64 " µs max%s%s", pe->watch, pe->comm, (int)ep->pid,
-			        (int)ep->tid, pe->usage, pe->threshold, ev.stack.hash,
-			        ep->stacks[key].count, ep->taken, ep->nstacks, ev.stack.stop_ns / 1000,
+		if (key >= 0) {
+			stack_summary(&ev.stack, frames, sizeof frames);
+			if (ep->taken == 1)
+				snprintf(samples, sizeof samples, ", one sample");
+			else
+				snprintf(samples, sizeof samples, " in %u of %d samples, %zu distinct %s",
+				         ep->stacks[key].count, ep->taken, ep->nstacks,
+				         log_plural(ep->nstacks, "stack", "stacks"));
+			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: %s (key stack %016"
+			        PRIx64 "%s), stopped %" PRIu64 " µs median, %" PRIu64 " µs max%s%s",
+			        pe->watch, pe->comm, (int)ep->pid, (int)ep->tid, pe->usage,
+			        pe->threshold, frames, ev.stack.hash, samples, ev.stack.stop_ns / 1000,
 			        ev.stop_max_ns / 1000, ep->end[0] ? "; " : "", ep->end);
-		else
+		} else
 			log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: no stack: %s",
 			        pe->watch, pe->comm, (int)ep->pid, (int)ep->tid, pe->usage,
 			        pe->threshold, pe->error[0] ? pe->error : ep->end);
@@ -322,8 +372,8 @@ static bool take_sample(struct daemon *d, struct pending_event *pe, uint64_t now
 		if (ep->taken == 0)
 			snprintf(pe->error, sizeof pe->error, "%s", stack.error);
 		else
-			snprintf(ep->end, sizeof ep->end, "stopped after %d samples: %.200s", ep->taken,
-			         stack.error);
+			snprintf(ep->end, sizeof ep->end, "stopped after %d %s: %.200s", ep->taken,
+			         log_plural((unsigned)ep->taken, "sample", "samples"), stack.error);
 		log_msg(rc == -ESRCH ? LOG_DEBUG : LOG_WARNING, "%s[%d] thread %d: no stack: %s",
 		        pe->comm, (int)ep->pid, (int)ep->tid, stack.error);
 		go_on = false;
@@ -435,13 +485,15 @@ static void sample_episodes(struct daemon *d, uint64_t now_ms)
 		}
 		rc = episode_thread_busy(ep->pid, ep->tid, &busy, &runnable);
 		if (rc < 0) {
-			snprintf(ep->end, sizeof ep->end, "thread exited after %d samples", ep->taken);
+			snprintf(ep->end, sizeof ep->end, "thread exited after %d %s", ep->taken,
+			         log_plural((unsigned)ep->taken, "sample", "samples"));
 			go_on = false;
 		} else if (ep->last_busy_ns &&
 		           episode_went_idle(busy - ep->last_busy_ns,
 		                             (now_ms - ep->last_sample_ms) * 1000000, runnable,
 		                             pe->threshold)) {
-			snprintf(ep->end, sizeof ep->end, "thread went idle after %d samples", ep->taken);
+			snprintf(ep->end, sizeof ep->end, "thread went idle after %d %s", ep->taken,
+			         log_plural((unsigned)ep->taken, "sample", "samples"));
 			go_on = false;
 		} else if (!take_dump_token(d, now_ms)) {
 			ep->skipped++;
@@ -480,17 +532,21 @@ static uint64_t next_sample_ms(const struct daemon *d)
 	return next;
 }
 
-/* At exit: every episode is stored with what it has. */
-static void finish_all_episodes(struct daemon *d)
+/* At exit: every episode is stored with what it has.  Returns how many
+ * there were. */
+static size_t finish_all_episodes(struct daemon *d)
 {
+	size_t n = d->nactive;
+
 	while (d->nactive) {
 		struct pending_event *pe = d->active[--d->nactive];
 
-		snprintf(pe->ep.end, sizeof pe->ep.end, "cpumond stopped after %d samples",
-		         pe->ep.taken);
+		snprintf(pe->ep.end, sizeof pe->ep.end, "cpumond stopped after %d %s", pe->ep.taken,
+		         log_plural((unsigned)pe->ep.taken, "sample", "samples"));
 		finish_event(d, pe);
 	}
 	store_flush(d);
+	return n;
 }
 
 /* One batch of retention when it is due: events past `retention`, and the
@@ -513,7 +569,8 @@ static void prune(struct daemon *d, uint64_t now_ms)
 	if (more)
 		return;
 	if (d->pruned)
-		log_msg(LOG_INFO, "retention deleted %d events", d->pruned);
+		log_msg(LOG_INFO, "retention deleted %d %s", d->pruned,
+		        log_plural((unsigned)d->pruned, "event", "events"));
 	d->pruned = 0;
 	d->next_prune_ms = now_ms + PRUNE_PERIOD_MS;
 }
@@ -542,6 +599,32 @@ static void write_metrics(struct daemon *d)
 	d->metrics_failing = rc < 0;
 }
 
+/* Warns when a watch has no process: at start, after a reload, and when
+ * one that had some has none left; once each time, not every cycle. */
+static void say_empty_watches(struct daemon *d, const struct watch_proc *procs, size_t n)
+{
+	for (size_t i = 0; i < d->cfg->nwatches; i++)
+		d->seen[i].procs = 0;
+	for (size_t k = 0; k < n; k++)
+		d->seen[procs[k].watch].procs++;
+	for (size_t i = 0; i < d->cfg->nwatches; i++) {
+		struct watch_seen *s = &d->seen[i];
+		struct doctor_result r;
+		struct watch_why why;
+
+		if (s->procs && s->said_empty) {
+			log_msg(LOG_INFO, "watch \"%s\" matches %zu %s again", d->cfg->watches[i].name,
+			        s->procs, log_plural(s->procs, "process", "processes"));
+			s->said_empty = false;
+		} else if (!s->procs && !s->said_empty) {
+			watch_why_empty(d->watch, i, &why);
+			doctor_check_watch(d->cfg, i, procs, n, &why, &r);
+			log_msg(LOG_WARNING, "%s%s%s", r.message, r.fix[0] ? "; " : "", r.fix);
+			s->said_empty = true;
+		}
+	}
+}
+
 static void run_cycle(struct daemon *d)
 {
 	const struct watch_proc *procs;
@@ -555,6 +638,7 @@ static void run_cycle(struct daemon *d)
 		log_errno(LOG_ERR, -rc, "cannot list processes");
 		return;
 	}
+	say_empty_watches(d, procs, nprocs);
 	if (sampler_cycle(d->sampler, procs, nprocs, &threads, &nthreads) < 0)
 		log_msg(LOG_ERR, "out of memory while sampling; this cycle is incomplete");
 	now = mono_ms();
@@ -588,11 +672,6 @@ static const char *status_text(const struct daemon *d, char *buf, size_t len)
 	snprintf(buf, len, "watching %zu processes, %zu threads; %" PRIu64 " events", d->nprocs,
 	         d->nthreads, d->events);
 	return buf;
-}
-
-static const char *database_path(const struct daemon *d)
-{
-	return d->db_override ? d->db_override : d->cfg->database;
 }
 
 static struct config *config_new(const char *path)
@@ -632,13 +711,223 @@ static void open_event_log(struct daemon *d)
 	}
 }
 
+/* A configuration as config_print writes it, one setting per line: the
+ * reload compares two of them, so it reports every key config_print knows,
+ * each in its effective value, in the file's own notation. */
+struct setting {
+	const char *section;     /* "cpumond", "report", "watch NAME" */
+	const char *key, *value;
+};
+
+struct settings {
+	char *text;              /* config_print's, cut into the strings below */
+	struct setting *v;
+	size_t n;
+};
+
+static void settings_free(struct settings *s)
+{
+	free(s->text);
+	free(s->v);
+}
+
+static int settings_read(const struct config *cfg, struct settings *s)
+{
+	const char *section = "";
+	size_t len = 0, cap = 0;
+	char *line, *save;
+	FILE *out;
+
+	*s = (struct settings){ 0 };
+	out = open_memstream(&s->text, &len);
+	if (!out)
+		return -ENOMEM;
+	config_print(cfg, out);
+	if (fclose(out) != 0)
+		return -ENOMEM;
+	for (line = strtok_r(s->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *eq = strchr(line, '='), *end;
+
+		if (line[0] == '[') {
+			line[strlen(line) - 1] = '\0';   /* "[watch web]" */
+			section = line + 1;
+			continue;
+		}
+		if (!eq)
+			continue;
+		if (s->n == cap) {
+			struct setting *v = reallocarray(s->v, cap ? 2 * cap : 32, sizeof *v);
+
+			if (!v)
+				return -ENOMEM;
+			s->v = v;
+			cap = cap ? 2 * cap : 32;
+		}
+		/* "key = value", or "key=value" when the value needs it. */
+		for (end = eq; end > line && end[-1] == ' '; end--)
+			;
+		*end = '\0';
+		for (eq++; *eq == ' '; eq++)
+			;
+		s->v[s->n++] = (struct setting){ section, line, eq };
+	}
+	return 0;
+}
+
+static bool has_section(const struct settings *s, const char *section)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].section, section) == 0)
+			return true;
+	return false;
+}
+
+static const char *setting(const struct settings *s, const char *section, const char *key)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].section, section) == 0 && strcmp(s->v[i].key, key) == 0)
+			return s->v[i].value;
+	return NULL;
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* A change is told once it fits in a log line; the rest are counted. */
+#define CHANGES_TEXT_MAX 640
+
+struct changes {
+	FILE *out;
+	size_t len, told, untold;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void change(struct changes *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(c->out);
+	if (c->len > CHANGES_TEXT_MAX) {
+		c->untold++;
+		return;
+	}
+	fputs(c->told++ ? ", " : "", c->out);
+	va_start(ap, fmt);
+	vfprintf(c->out, fmt, ap);
+	va_end(ap);
+}
+
+/* Watch "NAME" of section "watch NAME", for the message. */
+static const char *watch_of(const char *section)
+{
+	return strncmp(section, "watch ", 6) == 0 ? section + 6 : NULL;
+}
+
+/* The settings of watches both files have, and of [cpumond] and [report]
+ * (absent: every key unset).  A watch's threshold, consecutive or cooldown
+ * that only followed the same key of [cpumond] is not told twice. */
+static void changed_keys(struct changes *c, const struct settings *from,
+                         const struct settings *to, const struct setting *st, bool in_to)
+{
+	const struct settings *other = in_to ? from : to;
+	const char *name = watch_of(st->section);
+	const char *was = in_to ? setting(from, st->section, st->key) : st->value;
+	const char *now = in_to ? st->value : NULL;
+
+	if (!in_to && setting(to, st->section, st->key))
+		return;                  /* told from TO's side */
+	if (name && !has_section(other, st->section))
+		return;                  /* an added or removed watch */
+	if (same(was, now))
+		return;
+	if (name && same(was, setting(from, "cpumond", st->key)) &&
+	    same(now, setting(to, "cpumond", st->key)))
+		return;
+	if (name)
+		change(c, "watch \"%s\" %s %s -> %s", name, st->key, was ? was : "unset",
+		       now ? now : "unset");
+	else
+		change(c, "%s%s %s -> %s", strcmp(st->section, "cpumond") ? "[report] " : "", st->key,
+		       was ? was : "unset", now ? now : "unset");
+}
+
+/* The index of watch NAME in CFG, or nwatches. */
+static size_t find_watch(const struct config *cfg, const char *name)
+{
+	size_t i = 0;
+
+	while (i < cfg->nwatches && strcmp(cfg->watches[i].name, name) != 0)
+		i++;
+	return i;
+}
+
+/* Whether the watches both files have come in another order (the first
+ * watch that matches a process takes it). */
+static bool reordered(const struct config *from, const struct config *to)
+{
+	size_t prev = 0;
+
+	for (size_t i = 0; i < to->nwatches; i++) {
+		size_t k = find_watch(from, to->watches[i].name);
+
+		if (k == from->nwatches)
+			continue;
+		if (k < prev)
+			return true;
+		prev = k;
+	}
+	return false;
+}
+
+/* "watch "web" added, watch "db" removed, threshold 800 -> 900", "no
+ * change", or NULL when out of memory.  Freed by the caller. */
+static char *describe_changes(const struct config *from, const struct config *to)
+{
+	struct settings a = { 0 }, b = { 0 };
+	struct changes c = { 0 };
+	char *text = NULL;
+
+	if (settings_read(from, &a) < 0 || settings_read(to, &b) < 0 ||
+	    !(c.out = open_memstream(&text, &c.len))) {
+		settings_free(&a);
+		settings_free(&b);
+		return NULL;
+	}
+	for (size_t i = 0; i < to->nwatches; i++)
+		if (find_watch(from, to->watches[i].name) == from->nwatches)
+			change(&c, "watch \"%s\" added", to->watches[i].name);
+	for (size_t i = 0; i < from->nwatches; i++)
+		if (find_watch(to, from->watches[i].name) == to->nwatches)
+			change(&c, "watch \"%s\" removed", from->watches[i].name);
+	for (size_t i = 0; i < b.n; i++)
+		changed_keys(&c, &a, &b, &b.v[i], true);
+	for (size_t i = 0; i < a.n; i++)
+		changed_keys(&c, &a, &b, &a.v[i], false);
+	if (reordered(from, to))
+		change(&c, "watches in another order");
+	if (c.untold)
+		fprintf(c.out, " and %zu more", c.untold);
+	else if (!c.told)
+		fputs("no change", c.out);
+	if (fclose(c.out) != 0) {
+		free(text);
+		text = NULL;
+	}
+	settings_free(&a);
+	settings_free(&b);
+	return text;
+}
+
 static void reload(struct daemon *d)
 {
+	struct watch_seen *seen;
 	struct config *cfg;
 	struct watch *w;
+	char *changes;
 	int rc;
 
-	log_msg(LOG_INFO, "reloading %s", d->cfg->path);
 	cfg = config_new(d->cfg->path);
 	if (!cfg) {
 		log_msg(LOG_ERR, "%s has errors; keeping the running configuration", d->cfg->path);
@@ -650,20 +939,29 @@ static void reload(struct daemon *d)
 		config_delete(cfg);
 		return;
 	}
-	if (!d->db_override && strcmp(cfg->database, d->cfg->database) != 0)
-		log_msg(LOG_WARNING, "database changed to %s: takes effect at the next start; "
-		        "still writing %s", cfg->database, d->cfg->database);
-	if (metrics_reconfigure(d->metrics, cfg) < 0) {
+	seen = calloc(cfg->nwatches, sizeof *seen);
+	changes = describe_changes(d->cfg, cfg);
+	if (!seen || !changes || metrics_reconfigure(d->metrics, cfg) < 0) {
 		log_msg(LOG_ERR, "out of memory; keeping the running configuration");
+		free(seen);
+		free(changes);
 		watch_free(w);
 		config_delete(cfg);
 		return;
 	}
+	log_msg(LOG_INFO, "reloaded %s: %s", cfg->path, changes);
+	/* The store stays open on the file it was opened on. */
+	if (!d->db_override && strcmp(cfg->database, d->cfg->database) != 0 &&
+	    strcmp(cfg->database, d->db_path) != 0)
+		log_msg(LOG_WARNING, "database changed from %s to %s: a restart is needed; still "
+		        "writing %s", d->cfg->database, cfg->database, d->db_path);
+	free(changes);
 	watch_free(d->watch);
 	d->watch = w;
+	free(d->seen);
+	d->seen = seen;          /* empty watches are said again */
 	config_delete(d->cfg);
 	d->cfg = cfg;
-	log_msg(LOG_INFO, "configuration reloaded: %zu watches", cfg->nwatches);
 }
 
 /* Waits until DEADLINE_MS (monotonic) or a signal.  The signals are blocked
@@ -689,11 +987,12 @@ static int wait_until(const sigset_t *set, uint64_t deadline_ms)
 static int daemon_run(struct daemon *d)
 {
 	uint64_t watchdog_ms = service_watchdog_period_ms(), next_watchdog;
-	char status[128];
+	char status[128], why[64], cutmsg[64] = "";
+	int rc, stop_sig = 0;
 	sigset_t set;
 	uint64_t next;
 	char err[512];
-	int rc;
+	size_t cut;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -704,7 +1003,12 @@ static int daemon_run(struct daemon *d)
 
 	if (gethostname(d->host, sizeof d->host - 1) < 0)
 		snprintf(d->host, sizeof d->host, "unknown");
-	rc = store_open(database_path(d), true, &d->store, err, sizeof err);
+	d->db_path = strdup(d->db_override ? d->db_override : d->cfg->database);
+	if (!d->db_path) {
+		log_msg(LOG_ERR, "cannot start: out of memory");
+		return EXIT_PROC;
+	}
+	rc = store_open(d->db_path, true, &d->store, err, sizeof err);
 	if (rc < 0) {
 		log_msg(LOG_ERR, "%s", err);
 		return EXIT_DATABASE;
@@ -713,15 +1017,14 @@ static int daemon_run(struct daemon *d)
 	d->trigger = trigger_new();
 	d->dumper = stackdump_new();
 	d->metrics = metrics_new(d->cfg);
+	d->seen = calloc(d->cfg->nwatches, sizeof *d->seen);
 	open_event_log(d);
 	rc = watch_new(d->cfg, &d->watch);
-	if (!d->sampler || !d->trigger || !d->dumper || !d->metrics || rc < 0) {
+	if (!d->sampler || !d->trigger || !d->dumper || !d->metrics || !d->seen || rc < 0) {
 		log_msg(LOG_ERR, "cannot start: out of memory or /proc unreadable");
 		return EXIT_PROC;
 	}
 	doctor_preflight(d->cfg, d->watch);   /* logs what stops ptrace; never fatal */
-	log_msg(LOG_INFO, "cpumond %s started: %zu watches, interval %" PRIu64 " ms, database %s",
-	        CPUMOND_VERSION, d->cfg->nwatches, d->cfg->interval_ms, database_path(d));
 
 	/* One timer for the cycle, one per running episode: whichever is due
 	 * first wakes the loop, so episodes never delay the cycle's cadence
@@ -733,9 +1036,15 @@ static int daemon_run(struct daemon *d)
 
 		if (mono_ms() >= next) {
 			run_cycle(d);
-			if (d->cycles == 1)
+			if (d->cycles == 1) {
+				log_msg(LOG_INFO, "cpumond %s started: %zu %s, %zu %s, %zu %s, interval %"
+				        PRIu64 " ms, database %s", CPUMOND_VERSION, d->cfg->nwatches,
+				        log_plural(d->cfg->nwatches, "watch", "watches"), d->nprocs,
+				        log_plural(d->nprocs, "process", "processes"), d->nthreads,
+				        log_plural(d->nthreads, "thread", "threads"), d->cfg->interval_ms,
+				        d->db_path);
 				service_ready(status_text(d, status, sizeof status));
-			else
+			} else
 				service_status(status_text(d, status, sizeof status));
 			if (d->max_cycles && d->cycles >= (uint64_t)d->max_cycles)
 				break;
@@ -762,13 +1071,24 @@ static int daemon_run(struct daemon *d)
 			service_ready(status_text(d, status, sizeof status));
 		}
 		if (sig == SIGTERM || sig == SIGINT) {
-			log_msg(LOG_INFO, "stopping on signal %d after %" PRIu64 " events", sig, d->events);
+			stop_sig = sig;
 			service_stopping();
 			break;
 		}
 	}
-	finish_all_episodes(d);
+	cut = finish_all_episodes(d);
 	write_metrics(d);            /* with the events of the last episodes */
+	/* Said once the episodes the stop cut short are events too. */
+	if (stop_sig)
+		snprintf(why, sizeof why, "on SIG%s", sigabbrev_np(stop_sig));
+	else
+		snprintf(why, sizeof why, "after %" PRIu64 " %s and", d->cycles,
+		         log_plural(d->cycles, "cycle", "cycles"));
+	if (cut)
+		snprintf(cutmsg, sizeof cutmsg, " (%zu %s cut short by the stop)", cut,
+		         log_plural(cut, "episode", "episodes"));
+	log_msg(LOG_INFO, "stopping %s%s %" PRIu64 " %s%s", why, stop_sig ? " after" : "",
+	        d->events, log_plural(d->events, "event", "events"), cutmsg);
 	return EXIT_OK;
 }
 
@@ -778,8 +1098,9 @@ static void daemon_free(struct daemon *d)
 	stackdump_free(d->dumper);
 	free(d->active);
 	if (d->nunsaved || d->unsaved_dropped)
-		log_msg(LOG_ERR, "%zu events could not be written to the database and are lost "
+		log_msg(LOG_ERR, "%zu %s could not be written to the database and %s lost "
 		        "(%" PRIu64 " more were dropped while it was failing)", d->nunsaved,
+		        log_plural(d->nunsaved, "event", "events"), d->nunsaved == 1 ? "is" : "are",
 		        d->unsaved_dropped);
 	for (size_t i = 0; i < d->nunsaved; i++)
 		pending_free(d->unsaved[i]);
@@ -790,6 +1111,8 @@ static void daemon_free(struct daemon *d)
 	if (d->event_log)
 		fclose(d->event_log);
 	store_close(d->store);
+	free(d->db_path);
+	free(d->seen);
 	config_delete(d->cfg);
 }
 

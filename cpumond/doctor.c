@@ -31,6 +31,9 @@
  * counted in one line (all = yes may watch hundreds of processes). */
 #define SHOW_MAX 10
 
+/* A watch's line names this many of its processes, then counts the rest. */
+#define WATCH_PROCS_SHOWN 5
+
 /* Where stackdump finds the symbols of a stripped file (see modules.c). */
 #define DEBUG_DIR "/usr/lib/debug/.build-id"
 
@@ -58,6 +61,20 @@ static void set_fix(struct doctor_result *r, const char *fmt, ...)
 
 	va_start(ap, fmt);
 	vsnprintf(r->fix, sizeof r->fix, fmt, ap);
+	va_end(ap);
+}
+
+/* Appends to the string in BUF (LEN bytes); what does not fit is cut. */
+__attribute__((format(printf, 3, 4)))
+static void append(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	va_list ap;
+
+	if (n + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - n, fmt, ap);
 	va_end(ap);
 }
 
@@ -343,6 +360,107 @@ void doctor_check_db_file(const char *path, int err, unsigned mode, struct docto
 	}
 }
 
+/* WC's selectors as written: "comm = nginx, user = www". */
+static void put_selectors(const struct watch_config *wc, char *buf, size_t len)
+{
+	static const char *const key[] = { "pid", "pidfile", "comm", "exe", "cmdline", "user",
+	                                   "all" };
+	char pid[16];
+	const char *val[] = { wc->pid ? pid : NULL, wc->pidfile, wc->comm, wc->exe, wc->cmdline,
+	                      wc->user, wc->all ? "yes" : NULL };
+
+	snprintf(pid, sizeof pid, "%d", (int)wc->pid);
+	buf[0] = '\0';
+	for (size_t k = 0; k < sizeof key / sizeof *key; k++)
+		if (val[k])
+			append(buf, len, "%s%s = %s", buf[0] ? ", " : "", key[k], val[k]);
+}
+
+/* An earlier watch took the processes WC matches. */
+static void set_shadowed_fix(struct doctor_result *r, const struct config *cfg,
+                             const struct watch_config *wc, const struct watch_why *why)
+{
+	if (why->shadowed == 1)
+		set_fix(r, "the process it matches is watched under \"%s\", an earlier watch",
+		        cfg->watches[why->owner].name);
+	else
+		set_fix(r, "the %zu processes it matches are watched under earlier watches, the "
+		        "first under \"%s\"", why->shadowed, cfg->watches[why->owner].name);
+	/* all = yes after the others is a catch-all, as meant. */
+	if (!wc->all)
+		append(r->fix, sizeof r->fix, " (a process belongs to the first watch it matches): "
+		       "put [watch %s] before %s", wc->name, why->shadowed == 1 ? "it" : "them");
+}
+
+/* What explains an empty watch, most specific first: an earlier watch took
+ * its processes, its pid is gone, its exe names a link, the selector that
+ * trips people up most (a cmdline anchored on a bare program name, while
+ * argv[0] is the path a program was started by: /usr/bin/python3,
+ * /root/.pyenv/versions/3.11.7/bin/python3), else where to compare. */
+static void set_watch_fix(struct doctor_result *r, const struct config *cfg,
+                          const struct watch_config *wc, const struct watch_why *why)
+{
+	const char *re = wc->cmdline;
+
+	if (why->shadowed)
+		set_shadowed_fix(r, cfg, wc, why);
+	else if (wc->pidfile && why->pidfile_pid > 0)
+		set_fix(r, "%s names pid %d, which is gone or is not the program the other "
+		        "selectors name", wc->pidfile, (int)why->pidfile_pid);
+	else if (wc->pidfile)
+		set_fix(r, "%s holds no pid: is the service running, and does it write its pid "
+		        "there?", wc->pidfile);
+	else if (wc->pid)
+		set_fix(r, "pid %d is gone or is not the program the other selectors name",
+		        (int)wc->pid);
+	else if (wc->exe && why->exe_err)
+		set_fix(r, "%s: %s", wc->exe, strerror(why->exe_err));
+	else if (wc->exe && why->exe_target[0])
+		set_fix(r, "%s is a symbolic link, and exe is matched against the file itself: "
+		        "try exe = %s", wc->exe, why->exe_target);
+	else if (re && re[0] == '^' && (isalnum((unsigned char)re[1]) || re[1] == '_'))
+		set_fix(r, "argv[0] is often a full path: try cmdline = ^([^ ]*/)?%s", re + 1);
+	else if (wc->comm)
+		set_fix(r, "comm is the executable's file name, or a #! script's, cut to 15 "
+		        "bytes: compare with ps -eo comm");
+	else if (re)
+		set_fix(r, "the command line is the arguments joined by spaces, argv[0] as the "
+		        "program was started: compare with ps -eo args");
+	else if (wc->exe)
+		set_fix(r, "no process runs %s now: compare with ls -l /proc/PID/exe", wc->exe);
+	else if (wc->user)
+		set_fix(r, "no process of user %s runs now", wc->user);
+}
+
+void doctor_check_watch(const struct config *cfg, size_t i, const struct watch_proc *procs,
+                        size_t nprocs, const struct watch_why *why, struct doctor_result *r)
+{
+	const struct watch_config *wc = &cfg->watches[i];
+	char list[256] = "", where[PATH_MAX + 32] = "", sel[320];
+	size_t n = 0;
+
+	for (size_t k = 0; k < nprocs; k++) {
+		if (procs[k].watch != i)
+			continue;
+		if (n++ < WATCH_PROCS_SHOWN)
+			append(list, sizeof list, "%s%s[%d]", n > 1 ? ", " : "", procs[k].comm,
+			       (int)procs[k].pid);
+	}
+	if (n > WATCH_PROCS_SHOWN)
+		append(list, sizeof list, " and %zu more", n - WATCH_PROCS_SHOWN);
+	if (n) {
+		set(r, DOCTOR_OK, "watch \"%s\" matches %zu %s: %s", wc->name, n,
+		    log_plural(n, "process", "processes"), list);
+		return;
+	}
+	if (cfg->path && wc->line > 0)
+		snprintf(where, sizeof where, " at %s:%d", cfg->path, wc->line);
+	put_selectors(wc, sel, sizeof sel);
+	set(r, DOCTOR_WARN, "watch \"%s\"%s %s no process (%s)", wc->name, where,
+	    why->shadowed ? "has" : "matches", sel);
+	set_watch_fix(r, cfg, wc, why);
+}
+
 /* ---- the readers ---- */
 
 /* Reads file PATH into BUF (NUL-terminated).  Returns 0 or -errno. */
@@ -464,8 +582,8 @@ static void tally_end(struct reporter *rp, const struct tally *t, const char *ok
 
 	if (t->hidden_fail || t->hidden_warn) {
 		set(&r, t->hidden_fail ? DOCTOR_FAIL : DOCTOR_WARN, "and %zu more like these "
-		    "(%zu failed, %zu warnings)", t->hidden_fail + t->hidden_warn, t->hidden_fail,
-		    t->hidden_warn);
+		    "(%zu failed, %zu %s)", t->hidden_fail + t->hidden_warn, t->hidden_fail,
+		    t->hidden_warn, log_plural(t->hidden_warn, "warning", "warnings"));
 		rp->failures -= r.level == DOCTOR_FAIL;    /* counted one by one already */
 		emit(rp, &r);
 	}
@@ -649,10 +767,12 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 	e = watch_resolve(w, &procs, &n);
 	if (e < 0)
 		return e;
-	if (n == 0) {
-		set(&r, DOCTOR_WARN, "no process matches the %zu watches of %s now", cfg->nwatches,
-		    cfg->path ? cfg->path : "the configuration");
-		set_fix(&r, "start them, or check the selectors (cpumond check-config)");
+	/* The daemon says which watches are empty itself, when they go empty. */
+	for (size_t i = 0; full && i < cfg->nwatches; i++) {
+		struct watch_why why;
+
+		watch_why_empty(w, i, &why);
+		doctor_check_watch(cfg, i, procs, n, &why, &r);
 		emit(rp, &r);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -695,7 +815,7 @@ int doctor_preflight(const struct config *cfg, struct watch *w)
 		return 1;
 	}
 	if (e > 0)
-		log_msg(LOG_WARNING, "%d check%s failed: events may come without stacks "
-		        "(cpumond doctor explains)", e, e == 1 ? "" : "s");
+		log_msg(LOG_WARNING, "%d %s failed: events may come without stacks "
+		        "(cpumond doctor explains)", e, log_plural((unsigned)e, "check", "checks"));
 	return e;
 }

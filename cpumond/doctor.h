@@ -88,6 +88,14 @@ void doctor_check_exe(const char *exe, int err, const char *build_id, const char
  * yet, which is fine). */
 void doctor_check_db_file(const char *path, int err, unsigned mode, struct doctor_result *r);
 
+/* Watch I of CFG, given the processes PROCS (NPROCS, all watches') that
+ * watch_resolve found: ok with the first of its own as "comm[pid]" and how
+ * many more, or a warning that it matches no process, naming its selectors
+ * and its line, with what explains it and what to try as the fix.  WHY,
+ * from watch_why_empty, is read only when it has no process. */
+void doctor_check_watch(const struct config *cfg, size_t i, const struct watch_proc *procs,
+                        size_t nprocs, const struct watch_why *why, struct doctor_result *r);
+
 /* Runs every check for CFG and prints one line per check to OUT:
  * "ok   MESSAGE", "warn MESSAGE  fix: FIX" or "FAIL MESSAGE  fix: FIX".
  * Returns the number of failed checks (warnings do not count), or -errno

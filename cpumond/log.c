@@ -74,3 +74,8 @@ void log_errno(int prio, int err, const char *fmt, ...)
 	va_end(ap);
 	errno = saved;
 }
+
+const char *log_plural(unsigned long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}

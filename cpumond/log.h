@@ -22,4 +22,8 @@ void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* The same with ": strerror(ERR)" appended; ERR is a positive errno. */
 void log_errno(int prio, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* ONE when N is 1, else MANY: "%zu %s", n, log_plural(n, "watch", "watches").
+ * For every message that counts, the daemon's and the commands'. */
+const char *log_plural(unsigned long long n, const char *one, const char *many);
+
 #endif

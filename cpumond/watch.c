@@ -28,7 +28,8 @@ struct watch {
 	struct watch_proc *procs;
 	size_t nprocs, cap;
 	pid_t *pidfile_pids;     /* per watch: what its pidfile said this cycle */
-	pid_t *said_missing;     /* per watch: the pid last logged as not watched */
+	struct pids_fetch *fetch; /* this cycle's processes, read by watch_why_empty;
+	                          * libproc2's until the next reap; NULL when direct */
 };
 
 static bool watch_is_by_pid(const struct watch_config *wc)
@@ -53,9 +54,7 @@ int watch_new(const struct config *cfg, struct watch **out)
 	w->cfg = cfg;
 	w->self = getpid();
 	w->pidfile_pids = calloc(cfg->nwatches, sizeof *w->pidfile_pids);
-	w->said_missing = calloc(cfg->nwatches, sizeof *w->said_missing);
-	if (!w->pidfile_pids || !w->said_missing) {
-		free(w->said_missing);
+	if (!w->pidfile_pids) {
 		free(w);
 		return -ENOMEM;
 	}
@@ -100,7 +99,6 @@ void watch_free(struct watch *w)
 		procps_pids_unref(&w->info);
 	free(w->procs);
 	free(w->pidfile_pids);
-	free(w->said_missing);
 	free(w);
 }
 
@@ -246,37 +244,6 @@ static int resolve_direct(struct watch *w)
 	return 0;
 }
 
-/* A pid or pidfile watch whose pid is not among this cycle's processes: the
- * process is gone, or is not the program the watch's other selectors name.
- * Said once per pid, so that a stale pidfile does not fill the log. */
-static void say_missing(struct watch *w)
-{
-	const struct config *cfg = w->cfg;
-
-	for (size_t i = 0; i < cfg->nwatches; i++) {
-		const struct watch_config *wc = &cfg->watches[i];
-		pid_t pid = wc->pid ? wc->pid : w->pidfile_pids[i];
-		bool found = false;
-
-		if ((!wc->pid && !wc->pidfile) || pid <= 0 || pid == w->self)
-			continue;
-		for (size_t k = 0; k < w->nprocs && !found; k++)
-			found = w->procs[k].pid == pid;
-		if (found) {
-			w->said_missing[i] = 0;
-		} else if (w->said_missing[i] != pid) {
-			w->said_missing[i] = pid;
-			if (wc->pidfile)
-				log_msg(LOG_WARNING, "[watch %s] pidfile %s names pid %d, which is gone "
-				        "or is not the program the watch's other selectors name: not "
-				        "watched", wc->name, wc->pidfile, (int)pid);
-			else
-				log_msg(LOG_WARNING, "[watch %s] pid %d is gone or is not the program the "
-				        "watch's other selectors name: not watched", wc->name, (int)pid);
-		}
-	}
-}
-
 static int cmp_proc(const void *a, const void *b)
 {
 	const struct watch_proc *x = a, *y = b;
@@ -304,6 +271,7 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 	pid_t *pidfile_pids = w->pidfile_pids;
 	struct pids_fetch *fetch;
 
+	w->fetch = NULL;
 	for (size_t i = 0; i < cfg->nwatches; i++) {
 		const struct watch_config *wc = &cfg->watches[i];
 		pidfile_pids[i] = wc->pidfile ? read_pidfile(wc->pidfile) : 0;
@@ -316,7 +284,6 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 		 * (procs is NULL until a first match: qsort wants a pointer.) */
 		if (w->nprocs > 1)
 			qsort(w->procs, w->nprocs, sizeof *w->procs, cmp_proc);
-		say_missing(w);
 		drop_duplicates(w);
 		*procs = w->procs;
 		*n = w->nprocs;
@@ -345,6 +312,7 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 	}
 	if (!fetch)
 		return errno ? -errno : -EIO;
+	w->fetch = fetch;
 
 	w->nprocs = 0;
 	for (int r = 0; r < fetch->counts->total; r++) {
@@ -363,9 +331,69 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 	}
 	if (w->nprocs > 1)
 		qsort(w->procs, w->nprocs, sizeof *w->procs, cmp_proc);
-	say_missing(w);
 	drop_duplicates(w);
 	*procs = w->procs;
 	*n = w->nprocs;
 	return 0;
+}
+
+/* A watch by pid, pidfile and comm alone (the direct way) can only lose its
+ * process to an earlier watch that asked for the same pid. */
+static bool direct_matches(const struct watch *w, size_t i, const struct watch_proc *p)
+{
+	const struct watch_config *wc = &w->cfg->watches[i];
+	pid_t pid = wc->pid ? wc->pid : w->pidfile_pids[i];
+
+	return p->pid == pid && (!wc->pidfile || w->pidfile_pids[i] == pid) &&
+	       (!wc->comm || strcmp(wc->comm, p->comm) == 0);
+}
+
+static int cmp_pid(const void *key, const void *elem)
+{
+	pid_t pid = *(const pid_t *)key, other = ((const struct watch_proc *)elem)->pid;
+
+	return (pid > other) - (pid < other);
+}
+
+/* The watch PID was resolved under; NWATCHES when it is not watched. */
+static size_t owner_of(const struct watch *w, pid_t pid)
+{
+	const struct watch_proc *p = w->nprocs ? bsearch(&pid, w->procs, w->nprocs, sizeof *p,
+	                                                 cmp_pid) : NULL;
+
+	return p ? p->watch : w->cfg->nwatches;
+}
+
+void watch_why_empty(struct watch *w, size_t i, struct watch_why *why)
+{
+	const struct watch_config *wc = &w->cfg->watches[i];
+	char real[PATH_MAX];
+
+	*why = (struct watch_why){ .pidfile_pid = wc->pidfile ? w->pidfile_pids[i] : 0 };
+	if (wc->exe) {
+		/* /proc/PID/exe is the file itself, every link on the way resolved. */
+		if (!realpath(wc->exe, real))
+			why->exe_err = errno;
+		else if (strcmp(real, wc->exe) != 0)
+			snprintf(why->exe_target, sizeof why->exe_target, "%s", real);
+	}
+	if (w->direct) {
+		for (size_t k = 0; k < w->nprocs; k++)
+			if (w->procs[k].watch != i && direct_matches(w, i, &w->procs[k]) &&
+			    why->shadowed++ == 0)
+				why->owner = w->procs[k].watch;
+		return;
+	}
+	for (int r = 0; w->fetch && r < w->fetch->counts->total; r++) {
+		const struct pids_stack *stack = w->fetch->stacks[r];
+		pid_t pid = PIDS_VAL(ITEM_PID, s_int, stack, w->info);
+		size_t owner;
+
+		if (pid == w->self || (PIDS_VAL(ITEM_FLAGS, ul_int, stack, w->info) & PF_KTHREAD) ||
+		    !watch_matches(w, wc, stack, pid, w->pidfile_pids[i]))
+			continue;
+		owner = owner_of(w, pid);
+		if (owner != i && why->shadowed++ == 0)
+			why->owner = owner;
+	}
 }

@@ -7,6 +7,7 @@
 #ifndef CPUMOND_WATCH_H
 #define CPUMOND_WATCH_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -33,5 +34,22 @@ void watch_free(struct watch *w);
  * itself are left out.  *PROCS stays valid until the next call.
  * Returns 0 or -errno (libproc2 could not read /proc). */
 int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n);
+
+/* What explains that a watch got no process, for its warning. */
+struct watch_why {
+	size_t shadowed;         /* live processes its selectors match that an earlier
+	                          * watch took (a process belongs to its first watch) */
+	size_t owner;            /* the watch of the first of them; valid when shadowed */
+	pid_t pidfile_pid;       /* what its pidfile held; 0: no pid, or no pidfile */
+	int exe_err;             /* errno of resolving its exe = PATH; 0 when it exists */
+	char exe_target[PATH_MAX]; /* the file its exe = PATH names when PATH goes
+	                          * through a symbolic link ("" when not): exe is
+	                          * matched against that file */
+};
+
+/* Fills *WHY for watch I from the processes of the last watch_resolve.  It
+ * checks every process against the watch again: call it when the watch has
+ * none of its own, not every cycle. */
+void watch_why_empty(struct watch *w, size_t i, struct watch_why *why);
 
 #endif

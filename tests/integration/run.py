@@ -289,7 +289,8 @@ def test_daemon(build, tmp):
         check("daemon still runs after the broken reload", daemon.poll() is None, daemon.returncode)
         write_config(conf, db, target.pid, second.pid, interval="200ms")
         daemon.send_signal(signal.SIGHUP)
-        check("SIGHUP with a good file reloads", poll(logged("configuration reloaded"), 5),
+        check("SIGHUP with a good file reloads, saying what changed",
+              poll(logged(f"reloaded {conf}: interval 300ms -> 200ms\n"), 5),
               open(errlog.name).read())
 
         # SIGTERM: exit 0 within a second.
@@ -508,6 +509,147 @@ def test_episode_ends_when_idle(build, tmp):
         target.wait()
 
 
+def cycles_done(prom):
+    """How many cycles the daemon has written to its metrics file PROM."""
+    try:
+        with open(prom) as f:
+            m = re.search(r"^cpumond_cycle_seconds_count (\d+)$", f.read(), re.M)
+    except OSError:
+        return 0
+    return int(m.group(1)) if m else 0
+
+
+def test_messages(build, tmp):
+    """What the daemon says: a watch that matches nothing (once, again after a
+    reload), the start line's counts, what a reload changed, a changed
+    database, the event line's frames, and the final count at SIGINT with
+    the episode the stop cut short."""
+    allowed, why = ptrace_allowed()
+    if not allowed:
+        skip("messages", why)
+        return
+    cpumond = os.path.join(build, "cpumond")
+    db, other = os.path.join(tmp, "msg.db"), os.path.join(tmp, "msg-other.db")
+    conf, prom = os.path.join(tmp, "msg.conf"), os.path.join(tmp, "msg.prom")
+    errlog = os.path.join(tmp, "msg.err")
+    target = Target(build, threads=2, hot=1)
+    # A program started by its full path, as units, #! lines and pyenv
+    # start python: argv[0] is not the bare name.
+    marker = f"cpumond-it-{os.getpid()}"
+    py = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", marker])
+    bare = re.escape(os.path.basename(sys.executable))
+    wrong = f"[watch py]\ncmdline = ^{bare} -c .* {marker}$\n"
+    fixed = f"[watch fixed]\ncmdline = ^([^ ]*/)?{bare} -c .* {marker}$\n"
+    daemon = None
+
+    def write(db_path, watches):
+        # An episode of 1000 samples 100 ms apart outlasts the test: the
+        # SIGINT at its end cuts it short.
+        with open(conf, "w") as f:
+            f.write(f"[cpumond]\ninterval = 200ms\nthreshold = 250\ncooldown = 1h\n"
+                    f"episode_samples = 1000\nsample_interval = 100ms\ndatabase = {db_path}\n"
+                    f"metrics_file = {prom}\n\n[watch target]\npid = {target.pid}\n\n{watches}")
+
+    def text():
+        with open(errlog) as f:
+            return f.read()
+
+    def lines(pattern):
+        return [line for line in text().splitlines() if re.search(pattern, line)]
+
+    def reload_line(n):
+        """SIGHUP, and the Nth reload's line once it is there."""
+        daemon.send_signal(signal.SIGHUP)
+        got = poll(lambda: len(lines(r"^cpumond: reloaded ")) >= n, 10)
+        return lines(r"^cpumond: reloaded ")[n - 1] if got else None
+
+    def said_empty(watch):
+        return lines(rf'^cpumond: watch "{watch}" .*matches no process')
+
+    try:
+        nthreads = len(os.listdir(f"/proc/{target.pid}/task"))
+        write(db, wrong)
+        with open(conf) as f:
+            line_no = f.read().splitlines().index("[watch py]") + 1
+        with open(errlog, "w") as err:
+            daemon = subprocess.Popen([cpumond, "-c", conf], stderr=err, stdout=err)
+        check("messages: five cycles", poll(lambda: cycles_done(prom) >= 5, 20), cycles_done(prom))
+        empty = said_empty("py")
+        check("messages: a cmdline watch that matches nothing is said once in five cycles",
+              len(empty) == 1, text())
+        check("messages: ... naming its selector and line, and the regex to try",
+              empty and empty[0] == f'cpumond: watch "py" at {conf}:{line_no} matches no '
+              f"process (cmdline = ^{bare} -c .* {marker}$); argv[0] is often a full path: "
+              f"try cmdline = ^([^ ]*/)?{bare} -c .* {marker}$", empty)
+        start = lines(r"started: ")
+        check("messages: the start line counts the processes and threads watched",
+              start and re.search(rf"started: 2 watches, 1 process, {nthreads} threads, "
+                                  rf"interval 200 ms, database {re.escape(db)}$", start[0]), start)
+
+        line = reload_line(1)
+        check("messages: a reload of the same file says no change",
+              line == f"cpumond: reloaded {conf}: no change", line)
+        check("messages: an empty watch is said again after a reload",
+              poll(lambda: len(said_empty("py")) == 2, 10), text())
+
+        # The regex the warning suggests matches the real process.
+        write(db, fixed)
+        line = reload_line(2)
+        check("messages: a reload names the watches added and removed",
+              line == f'cpumond: reloaded {conf}: watch "fixed" added, watch "py" removed', line)
+        after = cycles_done(prom)
+        check("messages: the suggested regex matches the process",
+              poll(lambda: cycles_done(prom) >= after + 3, 20) and not said_empty("fixed"),
+              text())
+
+        write(other, fixed)
+        line = reload_line(3)
+        check("messages: a changed database is a change",
+              line == f"cpumond: reloaded {conf}: database {db} -> {other}", line)
+        check("messages: ... that needs a restart, and the log says which file is written",
+              poll(lambda: lines(rf"^cpumond: database changed from {re.escape(db)} to "
+                                 rf"{re.escape(other)}: a restart is needed; still writing "
+                                 rf"{re.escape(db)}$"), 5), text())
+        write(db, fixed)
+        line = reload_line(4)
+        check("messages: back to the database being written: no restart to ask for",
+              line == f"cpumond: reloaded {conf}: database {other} -> {db}"
+              and len(lines("a restart is needed")) == 1 and not os.path.exists(other), text())
+
+        # SIGINT while the hot thread's episode is being sampled.
+        def sampling():
+            with open(prom) as f:
+                return re.search(r'^cpumond_dumps_total\{watch="target"\} [1-9]', f.read(), re.M)
+        check("messages: an episode under way", poll(sampling, 20), "no dump")
+        daemon.send_signal(signal.SIGINT)
+        try:
+            rc = daemon.wait(10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        rows = query(db, "SELECT count(*), count(CASE WHEN episode_end LIKE 'cpumond stopped%' "
+                         "THEN 1 END) FROM events")
+        n, cut = rows[0] if rows else (-1, -1)
+        stop = lines(r"^cpumond: stopping ")
+        check("messages: SIGINT exits 0", rc == 0, rc)
+        check("messages: the stop cut the episode short", n >= 1 and cut >= 1, rows)
+        check("messages: the final count is the events in the database, the cut one too",
+              stop == [f"cpumond: stopping on SIGINT after {n} {'event' if n == 1 else 'events'}"
+                       f" ({cut} {'episode' if cut == 1 else 'episodes'} cut short by the stop)"],
+              f"{rows} {stop}")
+        ev = lines(r"^cpumond: \[watch target\] hotchain\[")
+        check("messages: the event line names the key stack's innermost functions",
+              ev and all(re.search(r": hot_leaf <- hot_mid <- hot_root <- \.\.\. \(key stack "
+                                   r"[0-9a-f]{16} in \d+ of \d+ samples, \d+ distinct stacks?\)",
+                                   e) for e in ev), ev)
+    finally:
+        if daemon and daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        py.kill()
+        py.wait()
+        target.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -518,6 +660,7 @@ def main():
         test_traced_thread(args.build, tmp)
         test_episodes(args.build, tmp)
         test_episode_ends_when_idle(args.build, tmp)
+        test_messages(args.build, tmp)
     return summary()
 
 

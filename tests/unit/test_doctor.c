@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <cmocka.h>
@@ -260,6 +261,113 @@ static void test_db_file(void **state)
 	assert_int_equal(r.level, DOCTOR_WARN);
 }
 
+static const char watches_conf[] =
+	"[watch web]\n"                  /* line 1 */
+	"comm = nginx\n"
+	"[watch py]\n"                   /* 3 */
+	"cmdline = ^python3 -c\n"
+	"[watch java]\n"                 /* 5 */
+	"exe = /usr/bin/java\n"
+	"[watch late]\n"                 /* 7 */
+	"comm = nginx\n"
+	"[watch db]\n"                   /* 9 */
+	"pidfile = /run/db.pid\n"
+	"[watch one]\n"                  /* 11 */
+	"pid = 4242\n"
+	"[watch workers]\n"              /* 13 */
+	"cmdline = worker$\n"
+	"user = 0\n";
+
+enum { W_WEB, W_PY, W_JAVA, W_LATE, W_DB, W_ONE, W_WORKERS };
+
+static void test_watch_matches(void **state)
+{
+	struct watch_proc procs[8];
+	struct doctor_result r;
+	struct config cfg;
+	(void)state;
+	assert_int_equal(config_parse_string(watches_conf, "t.conf", &cfg, stderr), 0);
+	for (int i = 0; i < 7; i++)
+		procs[i] = (struct watch_proc){ .pid = 100 + i, .watch = W_WEB, .comm = "nginx" };
+	procs[7] = (struct watch_proc){ .pid = 4242, .watch = W_ONE, .comm = "a.out" };
+	doctor_check_watch(&cfg, W_WEB, procs, 8, NULL, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "watch \"web\" matches 7 processes: nginx[100], nginx[101], "
+	                    "nginx[102], nginx[103], nginx[104] and 2 more");
+	doctor_check_watch(&cfg, W_ONE, procs, 8, NULL, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "watch \"one\" matches 1 process: a.out[4242]");
+	doctor_check_watch(&cfg, W_WEB, procs + 5, 3, NULL, &r);
+	assert_string_equal(r.message, "watch \"web\" matches 2 processes: nginx[105], nginx[106]");
+	config_free(&cfg);
+}
+
+static void test_watch_empty(void **state)
+{
+	struct watch_proc web = { .pid = 100, .watch = W_WEB, .comm = "nginx" };
+	struct watch_why why = { 0 };
+	struct doctor_result r;
+	struct config cfg;
+	(void)state;
+	assert_int_equal(config_parse_string(watches_conf, "t.conf", &cfg, stderr), 0);
+
+	/* The newcomer's case: argv[0] was /usr/bin/python3 or a pyenv path. */
+	doctor_check_watch(&cfg, W_PY, &web, 1, &why, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_string_equal(r.message, "watch \"py\" at t.conf:3 matches no process "
+	                    "(cmdline = ^python3 -c)");
+	assert_string_equal(r.fix, "argv[0] is often a full path: try cmdline = ^([^ ]*/)?python3 -c");
+
+	strcpy(why.exe_target, "/usr/lib/jvm/java-17-openjdk-amd64/bin/java");
+	doctor_check_watch(&cfg, W_JAVA, &web, 1, &why, &r);
+	assert_string_equal(r.message, "watch \"java\" at t.conf:5 matches no process "
+	                    "(exe = /usr/bin/java)");
+	assert_string_equal(r.fix, "/usr/bin/java is a symbolic link, and exe is matched against "
+	                    "the file itself: try exe = /usr/lib/jvm/java-17-openjdk-amd64/bin/java");
+	why = (struct watch_why){ .exe_err = ENOENT };
+	doctor_check_watch(&cfg, W_JAVA, &web, 1, &why, &r);
+	assert_string_equal(r.fix, "/usr/bin/java: No such file or directory");
+	why = (struct watch_why){ 0 };
+	doctor_check_watch(&cfg, W_JAVA, &web, 1, &why, &r);
+	assert_string_equal(r.fix, "no process runs /usr/bin/java now: compare with "
+	                    "ls -l /proc/PID/exe");
+
+	/* Its processes went to an earlier watch. */
+	why = (struct watch_why){ .shadowed = 1, .owner = W_WEB };
+	doctor_check_watch(&cfg, W_LATE, &web, 1, &why, &r);
+	assert_string_equal(r.message, "watch \"late\" at t.conf:7 has no process (comm = nginx)");
+	assert_string_equal(r.fix, "the process it matches is watched under \"web\", an earlier "
+	                    "watch (a process belongs to the first watch it matches): put "
+	                    "[watch late] before it");
+	why.shadowed = 3;
+	doctor_check_watch(&cfg, W_LATE, &web, 1, &why, &r);
+	assert_non_null(strstr(r.fix, "the 3 processes it matches are watched under earlier "
+	                       "watches, the first under \"web\""));
+	why = (struct watch_why){ 0 };
+	doctor_check_watch(&cfg, W_WEB, NULL, 0, &why, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_non_null(strstr(r.fix, "ps -eo comm"));
+
+	doctor_check_watch(&cfg, W_DB, &web, 1, &why, &r);
+	assert_string_equal(r.message, "watch \"db\" at t.conf:9 matches no process "
+	                    "(pidfile = /run/db.pid)");
+	assert_non_null(strstr(r.fix, "/run/db.pid holds no pid"));
+	why.pidfile_pid = 555;
+	doctor_check_watch(&cfg, W_DB, &web, 1, &why, &r);
+	assert_string_equal(r.fix, "/run/db.pid names pid 555, which is gone or is not the "
+	                    "program the other selectors name");
+	why = (struct watch_why){ 0 };
+	doctor_check_watch(&cfg, W_ONE, &web, 1, &why, &r);
+	assert_string_equal(r.fix, "pid 4242 is gone or is not the program the other selectors "
+	                    "name");
+	/* Every selector is named; an unanchored regex gets the general hint. */
+	doctor_check_watch(&cfg, W_WORKERS, &web, 1, &why, &r);
+	assert_string_equal(r.message, "watch \"workers\" at t.conf:13 matches no process "
+	                    "(cmdline = worker$, user = 0)");
+	assert_non_null(strstr(r.fix, "ps -eo args"));
+	config_free(&cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,6 +383,8 @@ int main(void)
 		cmocka_unit_test(test_tracer),
 		cmocka_unit_test(test_exe),
 		cmocka_unit_test(test_db_file),
+		cmocka_unit_test(test_watch_matches),
+		cmocka_unit_test(test_watch_empty),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
