@@ -32,7 +32,8 @@ CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 $(WARN)
 CPPFLAGS   += -D_GNU_SOURCE -DCPUMOND_VERSION='"$(VERSION)"' -I. \
               $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS     += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+# libiberty (the demangler of binutils and gdb) has no pkg-config file.
+LDLIBS     += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -liberty -lm
 ifeq ($(WERROR),1)
 CFLAGS     += -Werror
 endif
@@ -60,7 +61,7 @@ endif
 # fault suite, the fuzzers and the benchmarks need besides (make test-deps).
 # README.md lists both; tests/integration/test_docs.py checks that it does.
 DEB_DEPS      := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
-                 libsqlite3-dev liblzma-dev zlib1g-dev libzstd-dev libsystemd-dev
+                 libsqlite3-dev liblzma-dev zlib1g-dev libzstd-dev libsystemd-dev libiberty-dev
 DEB_TEST_DEPS := libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev \
                  prometheus prometheus-node-exporter logrotate elfutils gdb g++ \
                  xz-utils sysstat procps util-linux valgrind groff-base mandoc golang-go

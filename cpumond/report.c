@@ -13,6 +13,7 @@
 #include "cpumond/flamegraph.h"
 #include "cpumond/json.h"
 #include "cpumond/log.h"
+#include "stackdump/demangle.h"
 
 #define TOP_DEFAULT 10
 #define NAME_LEN 512             /* frame names are cut to NAME_LEN - 1 bytes */
@@ -459,9 +460,14 @@ void report_frame_name(const struct stackdump_frame *f, enum report_name style, 
 
 	if (len == 0)
 		return;
-	if (named && style != REPORT_NAME_EXACT)
-		report_signature_name(f->symbol, buf, len);
-	else if (!named && style == REPORT_NAME_SIGNATURE)
+	if (named && style != REPORT_NAME_EXACT) {
+		/* The suffixes off the linkage name, then demangled: the
+		 * signature of "_Z4leafm.constprop.0" is "leaf(unsigned long)". */
+		char linkage[NAME_LEN];
+
+		report_signature_name(f->symbol, linkage, sizeof linkage);
+		demangle_into(linkage, buf, len);
+	} else if (!named && style == REPORT_NAME_SIGNATURE)
 		snprintf(buf, len, "[%s]", stackdump_module_file(f->module));
 	else
 		stackdump_function_name(f, buf, len);

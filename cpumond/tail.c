@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "cpumond/json.h"
 #include "cpumond/log.h"
+#include "stackdump/demangle.h"
 #include "stackdump/stackdump.h"
 
 /* Between polls for new events while following. */
@@ -131,10 +133,17 @@ static void put_json_frame(const struct stackdump_frame *f, FILE *out)
 	fprintf(out, ",\"offset\":%" PRIu64 ",\"func_offset\":%" PRIu64 ",\"symbol\":", f->offset,
 	        f->func_offset);
 	if (f->symbol) {
+		/* symbol is the linkage name, name what people read (C++ and
+		 * Rust demangled). */
+		char *readable = demangle_name(f->symbol);
+
 		json_put_string(f->symbol, out);
+		fputs(",\"name\":", out);
+		json_put_string(readable ? readable : f->symbol, out);
+		free(readable);
 		fprintf(out, ",\"symbol_offset\":%" PRIu64 "}", f->symbol_offset);
 	} else {
-		fputs("null,\"symbol_offset\":null}", out);
+		fputs("null,\"name\":null,\"symbol_offset\":null}", out);
 	}
 }
 

@@ -23,6 +23,7 @@
 
 #include "stackdump/elfinfo.h"
 #include "stackdump/modules.h"
+#include "stackdump/demangle.h"
 #include "stackdump/procmaps.h"
 #include "stackdump/snapshot.h"
 #include "stackdump/unwind.h"
@@ -633,7 +634,10 @@ void stackdump_put_frame(const struct stackdump_frame *f, FILE *out)
 	const char *module = f->module && f->module[0] ? f->module : "?";
 
 	if (f->symbol && f->symbol[0]) {
-		stackdump_put_escaped(f->symbol, out);
+		char *readable = demangle_name(f->symbol);
+
+		stackdump_put_escaped(readable ? readable : f->symbol, out);
+		free(readable);
 		fprintf(out, "+0x%" PRIx64 " (", f->symbol_offset);
 		stackdump_put_escaped(module, out);
 		fputc(')', out);
@@ -648,7 +652,7 @@ size_t stackdump_function_name(const struct stackdump_frame *f, char *buf, size_
 	int n;
 
 	if (f->symbol && f->symbol[0])
-		n = snprintf(buf, len, "%s", f->symbol);
+		return demangle_into(f->symbol, buf, len);
 	else
 		n = snprintf(buf, len, "%s@0x%" PRIx64, stackdump_module_file(f->module),
 		             f->func_offset);

@@ -118,7 +118,9 @@ uint64_t stackdump_hash(const struct stackdump_frame *frames, size_t nframes);
  *     (func_offset) in the module, when there is no symbol (the module's
  *     file name) -- a place many samples share: cpumond report, folded
  *     stacks, the flame graph, the journal.
- * So "+0x" always means one instruction and "@0x" one function. */
+ * So "+0x" always means one instruction and "@0x" one function.  C++ and
+ * Rust symbols are shown demangled (demangle.h), as gdb prints them; the
+ * frame keeps the linkage name. */
 
 /* Writes frame F as an instruction, without a newline; names escaped as by
  * stackdump_put_escaped.  A NULL or "" module is "?", a "" symbol none. */

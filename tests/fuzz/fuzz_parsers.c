@@ -6,7 +6,8 @@
  *     doctor_parse_status and doctor_parse_capmask (/proc/PID/status),
  *     procmaps_parse (/proc/PID/maps);
  *   - report_parse_time, report_parse_by (command line),
- *     report_signature_name (symbol names from the watched binaries);
+ *     report_signature_name and demangle_name (symbol names from the
+ *     watched binaries);
  *   - stackdump_utf8_len, stackdump_put_escaped and json_put_string (names
  *     from the watched processes), checked against properties: the escaped
  *     text holds no control byte and is valid UTF-8; the JSON string is
@@ -20,6 +21,7 @@
 #include "cpumond/json.h"
 #include "cpumond/report.h"
 #include "cpumond/sampler.h"
+#include "stackdump/demangle.h"
 #include "stackdump/procmaps.h"
 #include "stackdump/stackdump.h"
 
@@ -209,11 +211,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	case 6: {
-		char name[32];
+		char name[32], readable[32];
 		size_t n = report_signature_name(text, name, sizeof name);
 
 		if (strlen(name) > sizeof name - 1 || (n < sizeof name && strlen(name) != n))
 			abort();
+		/* The demangler on hostile names: a string or nothing, and
+		 * demangle_into cut as snprintf. */
+		char *d = demangle_name(text);
+		n = demangle_into(text, readable, sizeof readable);
+		if (strlen(readable) > sizeof readable - 1 ||
+		    n != strlen(d ? d : text) || (n < sizeof readable && strlen(readable) != n))
+			abort();
+		free(d);
 		break;
 	}
 	case 7:

@@ -118,6 +118,11 @@ def build(out):
     if shutil.which("g++"):
         v["cxx"] = (cc("cases-cxx", [], os.path.join(HERE, "cxxcase.cc"),
                        ["g++", "-O2", "-g", "-pthread", "-Wall"]),) * 2
+    # Rust's two manglings: legacy (the default) and v0.
+    if shutil.which("rustc"):
+        rs = os.path.join(HERE, "rustcase.rs")
+        for key, flags in (("rust", []), ("rust-v0", ["-C", "symbol-mangling-version=v0"])):
+            v[key] = (cc(f"cases-{key}", flags, rs, ["rustc", "-O", "-g"]),) * 2
     return v
 
 
@@ -223,6 +228,20 @@ def symbol_extents(path):
             # stackdump shows the default version's plain name.
             name = f[3].split("@@")[0]
             ext.setdefault(name, []).append((int(f[0], 16), int(f[1], 16)))
+    # stackdump shows C++ and Rust names demangled: c++filt (binutils' own
+    # libiberty) gives the same text for the same linkage name, but for the
+    # hash of a legacy Rust name and the crate disambiguator of a v0 one,
+    # which stackdump (like gdb) leaves out.
+    mangled = [n for n in ext if n.startswith(("_Z", "_R"))]
+    if mangled and shutil.which("c++filt"):
+        readable = run(["c++filt"], input="\n".join(mangled) + "\n").stdout.splitlines()
+        if len(readable) == len(mangled):
+            for m, r in zip(mangled, readable):
+                if m.startswith("_R"):
+                    r = re.sub(r"\[[0-9a-f]+\]", "", r)
+                elif re.search(r"17h[0-9a-f]{16}E", m):
+                    r = re.sub(r"::h[0-9a-f]{16}$", "", r)
+                ext.setdefault(r, []).extend(ext[m])
     _nm_cache[path] = ext
     return ext
 
@@ -235,11 +254,23 @@ def module_bias(pid, module, ip):
                 return 0        # ET_EXEC (Go): loaded where it was linked
     except OSError:
         pass
+    # A segment's file offset and address may differ (rustc's link puts
+    # .text at 0x16300 from offset 0x15300): the PT_LOAD holding the file
+    # offset gives the address it was linked at.
+    loads = []
+    r = run(["readelf", "-lW", module])
+    for m in re.finditer(r"^\s+LOAD\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+\S+\s+0x([0-9a-f]+)",
+                         r.stdout, re.M):
+        loads.append(tuple(int(x, 16) for x in m.groups()))
     with open(f"/proc/{pid}/maps") as f:
         for line in f:
             p = line.split(None, 5)
             lo, hi = (int(x, 16) for x in p[0].split("-"))
             if lo <= ip < hi:
+                off = int(p[2], 16) + ip - lo
+                for fo, va, size in loads:
+                    if fo <= off < fo + size:
+                        return ip - (va + off - fo)
                 return lo - int(p[2], 16)
     return None
 
@@ -564,10 +595,19 @@ def main():
             compare("recursion 200 deep, -n 50", [v["nofp"][0], "--case", "recurse"],
                     stackdump, dump_args=("-n", "50"), must_truncate=True)
             if "cxx" in v:
-                compare("c++ catch block, inlined code", [v["cxx"][0]], stackdump,
-                        expect=["start_thread", "clone3"])
+                compare("c++ catch block, inlined code, a template member in a namespace",
+                        [v["cxx"][0]], stackdump,
+                        expect=["demo::Spinner<unsigned long>::burn(unsigned long)",
+                                "start_thread", "clone3"])
             else:
                 skip("c++ catch block, inlined code", "g++ is not installed")
+            for key in ("rust", "rust-v0"):
+                if key in v:
+                    compare(f"{key} mangled names", [v[key][0]], stackdump,
+                            expect=["rustcase::burner::leaf", "rustcase::burner::mid",
+                                    "start_thread", "clone3"])
+                else:
+                    skip(f"{key} mangled names", "rustc is not installed")
             # A library deleted, and one replaced, after it was loaded (an
             # upgrade): still unwound and named through /proc/PID/map_files.
             for how in ("deleted", "replaced"):

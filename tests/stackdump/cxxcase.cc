@@ -1,7 +1,9 @@
 // A C++ target for compare.py: the case thread (a std::thread) spins in a
-// function called from a catch block, through an always-inlined helper, so
-// the stack holds an exception landing pad (often in a .cold section with
-// its own FDE and symbol) and inlined code.  Prints "pid P", "tid T",
+// function called from a catch block, through an always-inlined helper and
+// a member of a class template in a namespace, so the stack holds an
+// exception landing pad (often in a .cold section with its own FDE and
+// symbol), inlined code, and names that read as gdb prints them only when
+// demangled (demo::Spinner<unsigned long>::burn(unsigned long)).  Prints "pid P", "tid T",
 // "ready" like stackcases and exits after 60 s or on SIGTERM.
 #include <atomic>
 #include <cstdint>
@@ -33,6 +35,21 @@ static inline __attribute__((always_inline)) uint64_t mix(uint64_t x)
 	return x;
 }
 
+namespace demo {
+template <typename T> struct Spinner {
+	T seed;
+	[[gnu::noinline]] T burn(T x);
+};
+
+template <typename T> T Spinner<T>::burn(T x)
+{
+	T r = cxx_leaf(x + seed);
+	__asm__ volatile("" : "+r"(r));
+	return r;
+}
+template struct Spinner<uint64_t>;
+} // namespace demo
+
 [[gnu::noinline]] static void cxx_thrower(uint64_t x)
 {
 	if (x != 0)
@@ -44,7 +61,7 @@ static inline __attribute__((always_inline)) uint64_t mix(uint64_t x)
 	try {
 		cxx_thrower(x);
 	} catch (const std::exception &e) {
-		return cxx_leaf(x + std::strlen(e.what()));
+		return demo::Spinner<uint64_t>{3}.burn(x + std::strlen(e.what()));
 	}
 	return 0;
 }

@@ -388,6 +388,22 @@ static void test_frame_spellings(void **state)
 	free(text);
 	stackdump_function_name(&f, buf, sizeof buf);
 	assert_string_equal(buf, "?@0x4120");
+
+	/* C++ is read demangled in both spellings; the signature drops the
+	 * clone suffix before demangling. */
+	char wide[128];
+	f.module = "/usr/bin/app";
+	f.symbol = "_ZN4demo7SpinnerImE4burnEm.constprop.0";
+	f.symbol_offset = 0x10;
+	text = instruction_of(&f);
+	assert_string_equal(text, "demo::Spinner<unsigned long>::burn(unsigned long) "
+	                          "[clone .constprop.0]+0x10 (/usr/bin/app)");
+	free(text);
+	report_frame_name(&f, REPORT_NAME_EXACT, wide, sizeof wide);
+	assert_string_equal(wide, "demo::Spinner<unsigned long>::burn(unsigned long) "
+	                          "[clone .constprop.0]");
+	report_frame_name(&f, REPORT_NAME_SIGNATURE, wide, sizeof wide);
+	assert_string_equal(wide, "demo::Spinner<unsigned long>::burn(unsigned long)");
 }
 
 static void test_parse_time(void **state)
