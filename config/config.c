@@ -415,13 +415,12 @@ static int set_global(struct parser *p, enum key key, const char *value)
 	}
 }
 
-/* Compiles VALUE into *RE and keeps its text in *TEXT. */
 /* glibc's regcomp expands repetitions into copies of the repeated part:
  * "((a{99}){99}){99}" and a run of forty '+' both took more than 2 GiB
  * (found by fuzz_config).  Each {n,m} copies its operand m times and each
  * '+' twice, so the product of those factors bounds the expansion however
- * they nest; a config line is at most 200 bytes, so the product bounds the
- * memory too.  Real selectors stay far below the limit. */
+ * they nest; with the length capped (CONFIG_REGEX_MAX_LEN), the product
+ * bounds the memory too.  Real selectors stay far below the limit. */
 #define REGEX_REPEAT_MAX 1000
 
 static uint64_t regex_repeat_product(const char *re)
@@ -456,25 +455,39 @@ static uint64_t regex_repeat_product(const char *re)
 	return product;
 }
 
-static int set_regex(struct parser *p, enum key key, const char *value, regex_t *re,
-                     char **text)
+int config_compile_regex(const char *text, regex_t *re, char *why, size_t whylen)
 {
 	int rc;
 
-	if (regex_repeat_product(value) > REGEX_REPEAT_MAX) {
-		report(p, p->lineno, "%s: regex \"%s\" repeats too much: its repetitions "
-		       "({n,m} m times, + twice) multiply to more than %d", keys[key].name, value,
-		       REGEX_REPEAT_MAX);
+	if (strlen(text) > CONFIG_REGEX_MAX_LEN) {
+		snprintf(why, whylen, "regex \"%.40s…\" is longer than %d bytes", text,
+		         CONFIG_REGEX_MAX_LEN);
 		return -EINVAL;
 	}
-	rc = regcomp(re, value, REG_EXTENDED | REG_NOSUB);
-
+	if (regex_repeat_product(text) > REGEX_REPEAT_MAX) {
+		snprintf(why, whylen, "regex \"%s\" repeats too much: its repetitions "
+		         "({n,m} m times, + twice) multiply to more than %d", text, REGEX_REPEAT_MAX);
+		return -EINVAL;
+	}
+	rc = regcomp(re, text, REG_EXTENDED | REG_NOSUB);
 	if (rc) {
 		char msg[128];
 
 		regerror(rc, re, msg, sizeof msg);
-		report(p, p->lineno, "%s: invalid regex \"%s\": %s", keys[key].name, value,
-		       lowercase_first(msg));
+		snprintf(why, whylen, "invalid regex \"%s\": %s", text, lowercase_first(msg));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Compiles VALUE into *RE and keeps its text in *TEXT. */
+static int set_regex(struct parser *p, enum key key, const char *value, regex_t *re,
+                     char **text)
+{
+	char why[512];
+
+	if (config_compile_regex(value, re, why, sizeof why) < 0) {
+		report(p, p->lineno, "%s: %s", keys[key].name, why);
 		return -EINVAL;
 	}
 	if (set_string(p, text, value) < 0) {

@@ -84,6 +84,15 @@ void config_free(struct config *cfg);
  * negative, a fraction, another unit, junk). */
 int config_parse_size(const char *text, uint64_t *bytes);
 
+/* Compiles the POSIX extended regex TEXT into *RE (REG_NOSUB), held to the
+ * limits every regex of cpumond's is held to, from the configuration or
+ * the command line: at most CONFIG_REGEX_MAX_LEN bytes, and repetitions
+ * that multiply to at most 1000 (glibc expands them into copies).  Returns
+ * 0, or -EINVAL with the reason in WHY (WHYLEN bytes; "repeats too much:
+ * …", "invalid regex: …"), *RE then untouched. */
+#define CONFIG_REGEX_MAX_LEN 1024
+int config_compile_regex(const char *text, regex_t *re, char *why, size_t whylen);
+
 /* A whole number and a unit to milliseconds: ms, s (also none), min or m,
  * h, d, w: "250ms", "3s", "3", "2min", "30m", "1h", "14d", "2w".  Returns 0,
  * -ERANGE when the milliseconds do not fit in 64 bits, or -EINVAL for

@@ -50,7 +50,8 @@ static void usage(FILE *out)
 	        "      --by HOW        report: group stacks by exact hash (default), signature,\n"
 	        "                      top-frame (innermost function) or entry (outermost)\n"
 	        "      --top N         report: show N groups (default 10, all with --json; 0: all)\n"
-	        "      --ignore REGEX  report: system frames, instead of [report] ignore\n"
+	        "      --ignore REGEX  report: system frames besides the C runtime's, instead of\n"
+	        "                      [report] ignore\n"
 	        "      --json          report: one JSON object per group\n"
 	        "      --folded        report: every sample as folded stacks for flame graphs\n"
 	        "      --svg FILE      report: an interactive flame graph\n"
@@ -232,7 +233,7 @@ static int cmd_report(int argc, char **argv)
 	struct timespec now;
 	int64_t now_us;
 	long n;
-	int c, e, rc;
+	int c, rc;
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	now_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
@@ -300,14 +301,10 @@ static int cmd_report(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (ignore) {
-		e = regcomp(&ignore_re, ignore, REG_EXTENDED | REG_NOSUB);
-		if (e) {
-			char msg[128];
+		char why[512];
 
-			regerror(e, &ignore_re, msg, sizeof msg);
-			if (msg[0] >= 'A' && msg[0] <= 'Z')
-				msg[0] = (char)(msg[0] - 'A' + 'a');  /* messages are lowercase */
-			fprintf(stderr, "cpumond: report: --ignore: invalid regex \"%s\": %s\n", ignore, msg);
+		if (config_compile_regex(ignore, &ignore_re, why, sizeof why) < 0) {
+			fprintf(stderr, "cpumond: report: --ignore: %s\n", why);
 			return EXIT_USAGE;
 		}
 		opt.ignore = &ignore_re;

@@ -167,6 +167,10 @@ def test_fixture(build, cpumond, tmp):
         (["-d", db, "--json", "--folded"], 2,
          "cpumond: report: give one of --json, --folded and --svg"),
         (["-d", db, "--ignore", "("], 2, "cpumond: report: --ignore: invalid regex \"(\""),
+        # The configuration's limits, on the command line too.
+        (["-d", db, "--ignore", "((a{99}){99}){99}"], 2,
+         "cpumond: report: --ignore: regex \"((a{99}){99}){99}\" repeats too much"),
+        (["-d", db, "--ignore", "a" * 1025], 2, "cpumond: report: --ignore: regex \"aaaa"),
         (["-d", db, "extra"], 2, "cpumond: report: unexpected argument 'extra'"),
         (["-d", db, "--bogus"], 2, ""),
         (["-c", os.path.join(tmp, "missing.conf")], 3,
