@@ -368,15 +368,18 @@ static void test_live_deleted_exe(void **state)
 		execl(exe, "sl", "30", (char *)NULL);
 		_exit(127);
 	}
-	/* Until the exec is done, /proc/PID/exe is this test. */
-	char link[64], got[160];
-	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	for (int i = 0; i < 2000; i++) {
-		ssize_t n = readlink(link, got, sizeof(got) - 1);
-		if (n > 0 && (got[n] = '\0', strcmp(got, exe) == 0))
-			break;
-		usleep(1000);
+	/* Until the exec has mapped it (/proc/PID/exe changes before). */
+	bool mapped = false;
+	for (int i = 0; i < 2000 && !mapped; i++) {
+		if (procmaps_read(pid, &m) == 0) {
+			for (size_t k = 0; k < m.n; k++)
+				mapped |= strcmp(m.v[k].path, exe) == 0 && m.v[k].perms[2] == 'x';
+			procmaps_free(&m);
+		}
+		if (!mapped)
+			usleep(1000);
 	}
+	assert_true(mapped);
 	assert_int_equal(unlink(exe), 0);
 	snprintf(want, sizeof(want), "%s (deleted)", exe);
 	pid_t checker = fork();
