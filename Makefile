@@ -185,7 +185,7 @@ check: test-deps
 # The fault suite (tests/faults/): kills, full disks, hostile input, soak.
 check-faults: test-deps
 	$(MAKE) all $(TARGET_BIN)
-	B=$(B) tests/faults/run.sh
+	SUITE=faults B=$(B) tests/run-all.sh
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 \

@@ -1,15 +1,24 @@
-"""What every test script of cpumond's shares: TAP-like result lines, the
-closing summary line CI reads, bounded polling, and small /proc and database
-readers.
+"""What every test script of cpumond's shares (tests/integration,
+tests/stackdump, tests/faults): TAP-like result lines, the closing summary
+line CI reads, the selection of tests by TEST_FILTER, bounded polling,
+targets and the daemon started with deadlines, and small /proc and
+database readers.
 
 A script imports it with
     sys.path.insert(0, <the tests folder>); import testlib
-calls check/skip as it goes, and ends with `return testlib.summary()`, which
-prints "N passed, N failed, N skipped" and gives the exit status.
+runs its test functions with testlib.run(tests, *args) (each one
+TEST_FILTER selects; an exception in one is a failed check, not the end of
+the script), calls check/skip as it goes, and ends with
+`return testlib.summary()`, which prints "N passed, N failed, N skipped"
+and gives the exit status.
 """
+import fnmatch
 import os
+import signal
 import sqlite3
+import subprocess
 import time
+import traceback
 
 results = {"passed": 0, "failed": 0, "skipped": 0}
 
@@ -31,6 +40,27 @@ def summary():
     print(f"{results['passed']} passed, {results['failed']} failed, {results['skipped']} skipped",
           flush=True)
     return 1 if results["failed"] else 0
+
+
+def selected(name):
+    """Whether the test NAME runs: TEST_FILTER, a shell pattern as for the
+    cmocka binaries (test_live_*), matches it; unset, every test runs."""
+    pattern = os.environ.get("TEST_FILTER")
+    return not pattern or fnmatch.fnmatchcase(name, pattern)
+
+
+def run(tests, *args):
+    """Calls each function of TESTS that TEST_FILTER selects with ARGS.  An
+    exception in one is counted as a failed check and the others still
+    run."""
+    for t in tests:
+        if not selected(t.__name__):
+            continue
+        try:
+            t(*args)
+        except Exception as e:   # a broken scenario is a failure, not a crash
+            traceback.print_exc()
+            check(f"{t.__name__} ran to its end", False, f"{type(e).__name__}: {e}")
 
 
 def poll(fn, timeout, step=0.1):
@@ -55,16 +85,6 @@ def ptrace_allowed():
     except OSError:
         return True, ""
     return scope == 0, f"not root and kernel.yama.ptrace_scope={scope}"
-
-
-def thread_status(pid, tid):
-    """/proc/PID/task/TID/status as a dict of its fields."""
-    fields = {}
-    with open(f"/proc/{pid}/task/{tid}/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            fields[k] = v.strip()
-    return fields
 
 
 def query_err(db, sql, args=(), raw_names=False):
@@ -92,3 +112,165 @@ def is_subsequence(needle, hay):
     """Whether NEEDLE's items appear in HAY in the same order."""
     it = iter(hay)
     return all(any(x == y for y in it) for x in needle)
+
+
+def note(text):
+    """A figure for the report: "# text" lines are not checks."""
+    print(f"# {text}", flush=True)
+
+
+def start_target(argv, env=None, timeout=20):
+    """Starts a target that prints "pid P", "hot T", "idle T" lines and
+    "ready".  Returns (Popen, pid, hot tids, idle tids); pid is None when
+    it did not get ready within TIMEOUT seconds."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+    pid, hot, idle = None, [], []
+    for line in read_lines_until(proc.stdout, b"ready", timeout):
+        word, _, value = line.strip().partition(b" ")
+        if word == b"pid":
+            pid = int(value)
+        elif word == b"hot":
+            hot.append(int(value))
+        elif word == b"idle":
+            idle.append(int(value))
+    return proc, pid, hot, idle
+
+
+class Target:
+    """BUILD/tests/hotchain with THREADS threads of which HOT burn: its
+    Popen (proc), pid, hot tids and idle tids; pid is None when it did not
+    say ready within TIMEOUT seconds."""
+
+    def __init__(self, build, threads, hot, timeout=20):
+        self.proc, self.pid, self.hot, self.idle = start_target(
+            [os.path.join(build, "tests", "hotchain"), "--threads", str(threads),
+             "--hot", str(hot), "--timeout", "120"], timeout=timeout)
+
+    def stop(self):
+        stop(self.proc)
+
+
+def read_lines_until(pipe, last, timeout):
+    """Lines (bytes) from PIPE up to and including one equal to LAST, or
+    whatever came within TIMEOUT seconds."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(pipe, selectors.EVENT_READ)
+    end, buf, lines = time.monotonic() + timeout, b"", []
+    fd = pipe.fileno()
+    while time.monotonic() < end:
+        if not sel.select(max(0.0, end - time.monotonic())):
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            lines.append(line)
+            if line.strip() == last:
+                return lines
+    return lines
+
+
+def read_available(pipe, timeout):
+    """Whatever PIPE gives within TIMEOUT seconds (bytes), up to EOF."""
+    import selectors
+    sel = selectors.DefaultSelector()
+    sel.register(pipe, selectors.EVENT_READ)
+    end, buf = time.monotonic() + timeout, b""
+    fd = pipe.fileno()
+    while time.monotonic() < end:
+        if not sel.select(max(0.0, min(0.2, end - time.monotonic()))):
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def stop(proc, sig=signal.SIGTERM, timeout=5):
+    """Ends PROC (one we started), by its pid only; returns its status."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        try:
+            proc.send_signal(sig)
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def thread_status(pid, tid):
+    fields = {}
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                fields[k] = v.strip()
+    except OSError:
+        return None
+    return fields
+
+
+def live_tids(pid):
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def stuck_threads(pid):
+    """Threads of PID stopped (state t) or still traced; [] when none."""
+    bad = []
+    for tid in live_tids(pid):
+        st = thread_status(pid, tid)
+        if st and (st.get("State", " ")[0] in "tT" or st.get("TracerPid", "0") != "0"):
+            bad.append((tid, st.get("State"), st.get("TracerPid")))
+    return bad
+
+
+def all_threads_run(pid, timeout=3):
+    """Polls until no thread of PID is stopped or traced.  The kernel
+    detaches a dead tracer's tracees in its exit path: give it a moment."""
+    bad = []
+
+    def ok():
+        nonlocal bad
+        bad = stuck_threads(pid)
+        return not bad
+    poll(ok, timeout, 0.05)
+    return not bad, bad
+
+
+
+class Daemon:
+    """build/cpumond on a configuration, stderr to a file."""
+
+    def __init__(self, build, conf, tmp, name="daemon", verbose=False, env=None, wrap=None):
+        self.errpath = os.path.join(tmp, f"{name}.err")
+        self.err = open(self.errpath, "wb")
+        argv = [os.path.join(build, "cpumond"), "-c", conf] + (["-v"] if verbose else [])
+        self.proc = subprocess.Popen((wrap or []) + argv, stdout=self.err, stderr=self.err,
+                                     stdin=subprocess.DEVNULL, env=env)
+        self.pid = self.proc.pid
+
+    def log(self):
+        with open(self.errpath, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, timeout=10):
+        return stop(self.proc, signal.SIGTERM, timeout)

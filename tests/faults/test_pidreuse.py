@@ -186,13 +186,9 @@ def pidfile_case(build, tmp, libproc2):
             if len(said) == 1:
                 check(f"pidfile ({how}) naming {name}: one log line", True)
             elif not said:
-                where = ("cpumond/watch.c resolve_direct(): the `continue` after open() of "
-                         "/proc/PID/stat fails (dead pid) and after the comm comparison"
-                         if not libproc2 else
-                         "cpumond/watch.c watch_resolve(): the pidfile's pid is absent from "
-                         "the fetch (dead), or watch_matches() refuses it (wrong comm)")
-                skip(f"pidfile ({how}) naming {name}: one log line",
-                     f"GAP: nothing is logged, even with -v; it belongs in {where}")
+                check(f"pidfile ({how}) naming {name}: one log line", False,
+                      "nothing is logged (cpumond/watch.c watch_why_empty(), and the daemon's "
+                      "warning of a watch with no process)")
             else:
                 check(f"pidfile ({how}) naming {name}: one log line, not one per cycle", False,
                       f"{len(said)} lines: {said[:3]}")

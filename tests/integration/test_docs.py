@@ -32,6 +32,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
 from testlib import check, skip, summary  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -357,12 +358,9 @@ def main():
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpumond-docs-") as tmp:
-        test_packages()
-        test_versions(args.build)
-        test_lint()
-        test_options(args.build)
-        test_json_keys(args.build, tmp)
-        test_config(args.build, tmp)
+        testlib.run([test_packages, test_lint])
+        testlib.run([test_versions, test_options], args.build)
+        testlib.run([test_json_keys, test_config], args.build, tmp)
     return summary()
 
 

@@ -38,15 +38,14 @@ import time
 import urllib.parse
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run as it  # noqa: E402  (check, skip, poll, Target, query, summary)
-
-check, skip, poll, query = it.check, it.skip, it.poll, it.query
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
+from testlib import check, poll, ptrace_allowed, query, skip, stop, summary  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ALERTS = os.path.join(REPO, "contrib", "cpumond-alerts.yml")
 ALERTS_TEST = os.path.join(REPO, "contrib", "cpumond-alerts.test.yml")
 LOGROTATE = os.path.join(REPO, "contrib", "logrotate.d", "cpumond")
-PACKAGES = "apt-get install prometheus prometheus-node-exporter (make deps)"
+PACKAGES = "apt-get install prometheus prometheus-node-exporter (make test-deps)"
 
 started = []   # every Popen of this test, stopped by stop_all
 
@@ -59,23 +58,12 @@ def start(argv, log=None, **kw):
     return p
 
 
-def stop(p, sig=signal.SIGTERM):
-    if p is None or p.poll() is not None:
-        return
-    p.send_signal(sig)
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def stop_all():
     for p in reversed(started):
         stop(p)
 
 
-class Target(it.Target):
+class Target(testlib.Target):
     """A hotchain that this test stops even when it fails half way."""
 
     def __init__(self, build, threads, hot):
@@ -429,7 +417,7 @@ def main():
         try:
             test_promtool_files()
             test_logrotate_file(tmp)
-            allowed, why = it.ptrace_allowed()
+            allowed, why = ptrace_allowed()
             if not os.path.exists(os.path.join(args.build, "cpumond")) or \
                     not os.path.exists(os.path.join(args.build, "tests", "hotchain")):
                 skip("fleet: daemon runs", f"{args.build}/cpumond or tests/hotchain not built")
@@ -444,7 +432,7 @@ def main():
                     skip("hosts: report across two databases", "a daemon run failed")
         finally:
             stop_all()
-    return it.summary()
+    return summary()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import check, skip, poll, summary  # noqa: E402
+from testlib import check, poll, run, skip, summary  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -507,12 +507,8 @@ def main():
         return 1
     tmp = tempfile.mkdtemp(prefix="cpumond-service-")
     try:
-        for test in (test_notify, test_no_notify_socket, test_unit, test_install, test_doctor,
-                     test_least_privilege):
-            try:
-                test(build, tmp)
-            except Exception as e:  # one broken test must not hide the others
-                check(f"{test.__name__} ran", False, f"{type(e).__name__}: {e}")
+        run([test_notify, test_no_notify_socket, test_unit, test_install, test_doctor,
+             test_least_privilege], build, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary()

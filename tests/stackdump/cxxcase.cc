@@ -1,4 +1,4 @@
-// A C++ target for compare.py: the case thread (a std::thread) spins in a
+// A C++ target for test_compare.py: the case thread (a std::thread) spins in a
 // function called from a catch block, through an always-inlined helper and
 // a member of a class template in a namespace, so the stack holds an
 // exception landing pad (often in a .cold section with its own FDE and

@@ -1,4 +1,4 @@
-/* The shared library of stackcases --case dlopen: compare.py loads it from
+/* The shared library of stackcases --case dlopen: test_compare.py loads it from
  * a temporary copy, then deletes or replaces that file, as a package
  * upgrade does under a running process. */
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// A Rust target for compare.py: a named thread spins in
+// A Rust target for test_compare.py: a named thread spins in
 // rustcase::burner::leaf <- rustcase::burner::mid, functions whose symbols
 // are mangled (legacy `_ZN…17h<hash>E`, or v0 `_R…` with
 // -C symbol-mangling-version=v0) and read as `rustcase::burner::leaf` only

@@ -1,5 +1,5 @@
 // gospin: a Go thread burning CPU in a known chain, for
-// tests/stackdump/compare.py (stackdump against gdb, frame by frame).
+// tests/stackdump/test_compare.py (stackdump against gdb, frame by frame).
 //
 //	gospin [--timeout S]
 //

@@ -1,5 +1,5 @@
 /* stackcases: threads caught in the places an unwinder gets wrong, for
- * tests/stackdump/compare.py (stackdump against gdb, frame by frame).
+ * tests/stackdump/test_compare.py (stackdump against gdb, frame by frame).
  *
  *   stackcases --case spin|vdso|signal|altstack|recurse|dlopen|sites
  *              [--depth N] [--lib PATH] [--timeout S]

@@ -22,40 +22,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import (check, skip, poll, ptrace_allowed, thread_status, query,  # noqa: E402
-                     is_subsequence, summary)
+from testlib import (Target, check, is_subsequence, poll, ptrace_allowed, query,  # noqa: E402
+                     run, skip, start_target, summary, thread_status)
 
 HOT_CHAIN = ["hot_leaf", "hot_mid", "hot_root", "hot_thread_main"]
-
-
-class Target:
-    """A running hotchain: its pid, hot tids and idle tids."""
-
-    def __init__(self, build, threads, hot):
-        self.proc = subprocess.Popen(
-            [os.path.join(build, "tests", "hotchain"), "--threads", str(threads),
-             "--hot", str(hot), "--timeout", "120"],
-            stdout=subprocess.PIPE, text=True)
-        self.pid, self.hot, self.idle = None, [], []
-        for line in self.proc.stdout:
-            word, _, value = line.strip().partition(" ")
-            if word == "pid":
-                self.pid = int(value)
-            elif word == "hot":
-                self.hot.append(int(value))
-            elif word == "idle":
-                self.idle.append(int(value))
-            elif word == "ready":
-                break
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def read_lines(pipe, n, timeout):
@@ -348,21 +318,6 @@ def test_traced_thread(build, tmp):
         target.stop()
 
 
-def start_target(argv):
-    """Starts a target that prints "pid P", "hot T" lines and "ready"."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    pid, hot = None, []
-    for line in proc.stdout:
-        word, _, value = line.strip().partition(" ")
-        if word == "pid":
-            pid = int(value)
-        elif word == "hot":
-            hot.append(int(value))
-        elif word == "ready":
-            break
-    return proc, pid, hot
-
-
 def stack_symbols(db, stack_hash):
     return [r[0] for r in query(db, "SELECT symbol FROM stack_frames WHERE hash = ? ORDER BY depth",
                                 (stack_hash,))]
@@ -379,7 +334,7 @@ def test_episodes(build, tmp):
     cpumond = os.path.join(build, "cpumond")
     db = os.path.join(tmp, "episodes.db")
     conf = os.path.join(tmp, "episodes.conf")
-    target, pid, hot = start_target([os.path.join(build, "tests", "twochains"),
+    target, pid, hot, _ = start_target([os.path.join(build, "tests", "twochains"),
                                      "--percent-a", "80", "--timeout", "120"])
     daemon = None
     try:
@@ -489,7 +444,7 @@ def test_episode_ends_when_idle(build, tmp):
         return
     db = os.path.join(tmp, "idle.db")
     conf = os.path.join(tmp, "idle.conf")
-    target, pid, hot = start_target([os.path.join(build, "tests", "twochains"), "--burn-ms", "2000",
+    target, pid, hot, _ = start_target([os.path.join(build, "tests", "twochains"), "--burn-ms", "2000",
                                      "--timeout", "60"])
     daemon = None
     try:
@@ -655,12 +610,8 @@ def main():
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpumond-it-") as tmp:
-        test_cli(args.build, tmp)
-        test_daemon(args.build, tmp)
-        test_traced_thread(args.build, tmp)
-        test_episodes(args.build, tmp)
-        test_episode_ends_when_idle(args.build, tmp)
-        test_messages(args.build, tmp)
+        run([test_cli, test_daemon, test_traced_thread, test_episodes,
+             test_episode_ends_when_idle, test_messages], args.build, tmp)
     return summary()
 
 

@@ -17,10 +17,10 @@ Also `stackdump -p PID` of BUILD/tests/hotchain (no gdb needed): every
 thread of the process is dumped, the hot one in its chain, none is left
 stopped or traced, and a thread another tracer holds is passed over.
 
-    tests/stackdump/compare.py [--build DIR] [-v]
+    tests/stackdump/test_compare.py [--build DIR] [-v]
 
 Prints "ok - NAME", "not ok - NAME: why" or "skip - NAME: why" per check and
-ends with "N passed, N failed, N skipped" (as tests/integration/run.py).
+ends with "N passed, N failed, N skipped" (as every script of tests/testlib.py).
 Skips, saying why, without gdb, a C/C++ compiler, or ptrace permission.
 Every wait has a deadline; nothing is timed.
 """
@@ -35,8 +35,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import check, poll, ptrace_allowed, query, skip, summary, thread_status  # noqa: E402
-from faults.common import start_target  # noqa: E402
+import testlib  # noqa: E402
+from testlib import (check, poll, ptrace_allowed, query, selected, skip,  # noqa: E402
+                     start_target, summary, thread_status)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -296,7 +297,9 @@ def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
             must_truncate=False, mutate=None, restore=None, lib_symbols=None, eu_stack=False):
     """One case: stackdump's frames == gdb's physical frames (and eu-stack's,
     with EU_STACK), names inside their symbols, EXPECT names present in
-    order, no caller at ip 0."""
+    order, no caller at ip 0.  TEST_FILTER selects cases by NAME."""
+    if not selected(name):
+        return
     try:
         t = Target(argv)
     except (RuntimeError, OSError) as e:
@@ -549,7 +552,7 @@ def main():
     verbose = args.v
     args.build = os.path.abspath(args.build)
     stackdump = os.path.join(args.build, "stackdump")
-    whole_process(args.build, stackdump)
+    testlib.run([whole_process], args.build, stackdump)
 
     why = None
     if not shutil.which("gdb"):
@@ -632,7 +635,7 @@ def main():
                             mutate=upgrade)
                 finally:
                     shutil.rmtree(tmpdir, ignore_errors=True)
-        go_cases(args.build, stackdump)
+        testlib.run([go_cases], args.build, stackdump)
     return summary()
 
 
