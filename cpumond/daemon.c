@@ -118,11 +118,16 @@ static void run_cycle(struct daemon *d)
 	record_write_metrics(d->record);
 }
 
-/* "watching 3 processes, 120 threads; 2 events" for STATUS=. */
+/* "watching 3 processes, 120 threads; 2 events" ("1 process" ...) for
+ * STATUS=. */
 static const char *status_text(const struct daemon *d, char *buf, size_t len)
 {
-	snprintf(buf, len, "watching %zu processes, %zu threads; %" PRIu64 " events", d->nprocs,
-	         d->nthreads, record_events(d->record));
+	uint64_t events = record_events(d->record);
+
+	snprintf(buf, len, "watching %zu %s, %zu %s; %" PRIu64 " %s", d->nprocs,
+	         log_plural(d->nprocs, "process", "processes"), d->nthreads,
+	         log_plural(d->nthreads, "thread", "threads"), events,
+	         log_plural(events, "event", "events"));
 	return buf;
 }
 

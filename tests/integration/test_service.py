@@ -126,16 +126,18 @@ def test_notify(build, tmp):
               f"before it: {[m[2] for m in msgs[:r]]}")
         check("notify: messages come from the main pid (NotifyAccess=main)",
               pid == proc.pid, f"sender {pid}, daemon {proc.pid}")
-        status_re = re.compile(r"^watching \d+ processes, \d+ threads; \d+ events$")
+        status_re = re.compile(r"^watching \d+ process(es)?, \d+ threads?; \d+ events?$")
         st = fields(msg).get("STATUS", "")
         check("notify: READY=1 carries STATUS=", status_re.match(st), f"STATUS={st!r}")
         s = ns.wait_for(lambda m: "STATUS=" in m and "READY=1" not in m, 2, r + 1)
         check("notify: STATUS= every cycle",
               s is not None and status_re.match(fields(ns.snapshot()[s][2])["STATUS"]),
               f"messages: {[m[2] for m in ns.snapshot()]}")
-        m = re.match(r"watching (\d+) processes, (\d+) threads", st)
+        m = re.match(r"watching (\d+) process(?:es)?, (\d+) threads?", st)
         check("notify: STATUS= counts the watched process and its threads",
               m and int(m.group(1)) == 1 and int(m.group(2)) >= 2, f"STATUS={st!r}")
+        check("notify: STATUS= counts one process in the singular",
+              st.startswith("watching 1 process, "), f"STATUS={st!r}")
 
         def watchdogs():
             return [t for t, _, msg_, _ in ns.snapshot()
