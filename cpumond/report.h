@@ -11,9 +11,12 @@
  * identity"), so their stacks count together, and each group says on which
  * hosts (the events' host column) its samples were taken.
  *
- * The aggregation (report_new .. report_group) is pure: it is fed plain
- * events and stacks and never touches SQLite, so it is tested on its own;
- * report_run is the thin reader around it.
+ * The aggregation (report_new .. report_frame_ignored, report_aggregate.c)
+ * is pure: it is fed plain events and stacks and never touches SQLite, so
+ * it is tested on its own; report_run (report.c) reads the window through
+ * store's readers (report_read.c) into it and writes one output form, each
+ * in its own file: report_table.c, report_json.c, report_folded.c and
+ * report_svg.c (the SVG itself is flamegraph.c's).
  *
  * A report counts functions, never instructions (the stacks it reads keep
  * each frame's function start only), so its frames are spelled as
@@ -75,6 +78,8 @@ struct report_options {
 	                            all for JSON */
 };
 
+/* ---- The command (report.c) ---- */
+
 /* Runs `cpumond report` and writes to OUT (the SVG to svg_path).  Events
  * without a host (none is stored) take the path of their database as host.
  * A database given twice (the same file) is read once, with a warning.
@@ -83,8 +88,11 @@ struct report_options {
  * be written, out of memory. */
 int report_run(const struct report_options *opt, FILE *out);
 
-/* "exact", "signature", "top-frame", "entry".  Returns 0 or -EINVAL. */
+/* Reads a --by argument: "exact", "signature", "top-frame", "entry".
+ * Returns 0 and *BY, or -EINVAL (*BY unchanged). */
 int report_parse_by(const char *text, enum report_by *by);
+
+/* The name report_parse_by reads for BY; "?" for a value outside the enum. */
 const char *report_by_name(enum report_by by);
 
 /* A --since/--until argument to microseconds since the epoch:
@@ -97,6 +105,8 @@ const char *report_by_name(enum report_by by);
  *   local time.
  * Returns 0 and *OUT_US, or -EINVAL (nothing written). */
 int report_parse_time(const char *text, int64_t now_us, int64_t *out_us);
+
+/* ---- Frame names and the aggregation (report_aggregate.c, pure) ---- */
 
 /* The function name SYMBOL without the suffixes compilers give to clones
  * and split parts of a function, repeated ones too: .constprop.N, .isra.N,
@@ -118,6 +128,8 @@ struct report;
 /* Returns 0 and a new aggregation in *OUT, or -ENOMEM.  IGNORE (may be
  * NULL), the system frames besides the built-in ones, must outlive it. */
 int report_new(enum report_by by, const regex_t *ignore, struct report **out);
+
+/* Frees R and everything it holds; R may be NULL. */
 void report_free(struct report *r);
 
 /* Whether the frames of stack HASH were given (report_add_stack). */
@@ -150,7 +162,12 @@ struct report_totals {
 	int64_t last_us;
 	size_t hosts;            /* distinct hosts of all events */
 };
+
+/* Copies R's totals to *T. */
 void report_totals(const struct report *r, struct report_totals *t);
+
+/* How R groups its stacks (report_new's BY). */
+enum report_by report_grouped_by(const struct report *r);
 
 struct report_process {
 	const char *host;
@@ -206,6 +223,9 @@ const struct stackdump_stack *report_stack(const struct report *r, size_t i,
  * regex, which adds to them. */
 bool report_frame_ignored(const struct report *r, const struct stackdump_frame *f);
 
+/* ---- The output forms, each in its file (report_table.c, report_json.c,
+ * report_folded.c) ---- */
+
 /* The ranked table: a summary, then per group its rank, samples, share of
  * all samples, events, key events, threads, first and last seen (local
  * time), processes, and the representative stack's innermost frames and
@@ -221,7 +241,8 @@ void report_print_json(const struct report *r, int top, FILE *out);
 
 /* Every stack of the window with its samples, one line each:
  * "outer;...;inner COUNT", REPORT_NAME_EXACT names with ';' and control
- * bytes escaped, lines sorted, identical lines merged. */
-void report_print_folded(const struct report *r, FILE *out);
+ * bytes escaped, lines sorted, identical lines merged.  Returns 0, or
+ * -ENOMEM with nothing written. */
+int report_print_folded(const struct report *r, FILE *out);
 
 #endif

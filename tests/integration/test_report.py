@@ -2,7 +2,7 @@
 """Integration tests of `cpumond report`: the command line against a real
 database.
 
-Without --database: writes the fixture database of tests/unit/test_report.c
+Without --database: writes the fixture database of tests/unit/report_fixture.h
 (`build/tests/test_report --write-fixture DB`: two chains of app in two
 builds, 80 % / 20 % of the samples, and one other program), then checks exit
 statuses and messages, the ranking under every --by, the JSON lines, the
