@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpumond/log.h"
 #include "stackdump/stackdump.h"
 
 /* The geometry, in pixels, of flamegraph.pl's defaults: readable at a
@@ -266,8 +267,9 @@ static void put_node(const struct flamegraph *fg, const struct layout *l, uint32
 		fputs("\nmodule: ", out);
 		flamegraph_put_xml(nd->module, out);
 	}
-	fprintf(out, "\n%" PRIu64 " sample%s, %.2f%%</title><rect x=\"%.3f\" y=\"%.1f\" "
-	        "width=\"%.3f\" height=\"%d\" rx=\"2\" fill=\"", nd->n, nd->n == 1 ? "" : "s",
+	fprintf(out, "\n%" PRIu64 " %s, %.2f%%</title><rect x=\"%.3f\" y=\"%.1f\" "
+	        "width=\"%.3f\" height=\"%d\" rx=\"2\" fill=\"", nd->n,
+	        log_plural(nd->n, "sample", "samples"),
 	        l->total ? 100.0 * (double)nd->n / (double)l->total : 0.0, x, y, w, FRAME_H - 1);
 	if (idx == 0)
 		fputs("rgb(230,220,200)", out);

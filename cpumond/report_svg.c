@@ -81,7 +81,9 @@ int report_write_svg(const struct report_options *opt, const struct report *r, F
 	f = open_memstream(&subtitle, &len);
 	if (!f)
 		goto nomem;
-	fprintf(f, "%" PRIu64 " samples of %" PRIu64 " events", t.samples, t.events);
+	fprintf(f, "%" PRIu64 " %s of %" PRIu64 " %s", t.samples,
+	        log_plural(t.samples, "sample", "samples"), t.events,
+	        log_plural(t.events, "event", "events"));
 	if (t.events) {
 		fputs(" from ", f);
 		report_put_local(t.first_us, false, f);

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 
+#include "cpumond/log.h"
 #include "cpumond/report_internal.h"
 
 #define TABLE_PROCS 3            /* processes, hosts and thread names per group */
@@ -48,8 +49,8 @@ static void put_table_frames(const struct report *r, const struct report_group *
 	}
 	/* The frames outside the entry are ignored ones, by its definition. */
 	if (st->nframes > last + 1)
-		fprintf(out, "      ...  %zu ignored frame%s\n", st->nframes - last - 1,
-		        st->nframes - last - 1 == 1 ? "" : "s");
+		fprintf(out, "      ...  %zu ignored %s\n", st->nframes - last - 1,
+		        log_plural(st->nframes - last - 1, "frame", "frames"));
 	else if (st->truncated)
 		fputs("      ...  (truncated)\n", out);
 }
@@ -62,7 +63,8 @@ static void put_table_hosts(const struct report_group *g, FILE *out)
 		if (i > 0)
 			fputs(", ", out);
 		stackdump_put_escaped(g->hosts[i].host, out);
-		fprintf(out, " (%" PRIu64 "%s)", g->hosts[i].samples, i == 0 ? " samples" : "");
+		fprintf(out, " (%" PRIu64 "%s)", g->hosts[i].samples,
+		        i == 0 ? log_plural(g->hosts[i].samples, " sample", " samples") : "");
 	}
 	if (g->nhosts > TABLE_PROCS)
 		fprintf(out, " and %zu more", g->nhosts - TABLE_PROCS);
@@ -113,18 +115,20 @@ void report_print_table(const struct report *r, int top, FILE *out)
 		fputs("no events in the window\n", out);
 		return;
 	}
-	fprintf(out, "%" PRIu64 " events", t.events);
+	fprintf(out, "%" PRIu64 " %s", t.events, log_plural(t.events, "event", "events"));
 	if (hosts)
 		fprintf(out, " on %zu hosts", t.hosts);
 	fputs(" from ", out);
 	report_put_local(t.first_us, false, out);
 	fputs(" to ", out);
 	report_put_local(t.last_us, true, out);
-	fprintf(out, ": %" PRIu64 " stack samples, %zu distinct stacks, %zu groups by %s\n",
-	        t.samples, t.stacks, t.groups, report_by_name(by));
+	fprintf(out, ": %" PRIu64 " stack %s, %zu distinct %s, %zu %s by %s\n", t.samples,
+	        log_plural(t.samples, "sample", "samples"), t.stacks,
+	        log_plural(t.stacks, "stack", "stacks"), t.groups,
+	        log_plural(t.groups, "group", "groups"), report_by_name(by));
 	if (t.events_no_stack)
-		fprintf(out, "%" PRIu64 " event%s no stack (see cpumond tail)\n",
-		        t.events_no_stack, t.events_no_stack == 1 ? " has" : "s have");
+		fprintf(out, "%" PRIu64 " %s no stack (see cpumond tail)\n", t.events_no_stack,
+		        log_plural(t.events_no_stack, "event has", "events have"));
 	if (n == 0)
 		return;
 	fprintf(out, "\nrank  samples   share  events  key ev  threads%s  first seen           "
@@ -144,8 +148,8 @@ void report_print_table(const struct report *r, int top, FILE *out)
 		if (by != REPORT_BY_EXACT || g->stacks > 1) {
 			fprintf(out, "      %s ", by == REPORT_BY_EXACT ? "stack" : report_by_name(by));
 			stackdump_put_escaped(g->name, out);
-			fprintf(out, ", %zu distinct stack%s; the most frequent:\n", g->stacks,
-			        g->stacks == 1 ? "" : "s");
+			fprintf(out, ", %zu distinct %s; the most frequent:\n", g->stacks,
+			        log_plural(g->stacks, "stack", "stacks"));
 		} else {
 			fprintf(out, "      stack %s\n", g->name);
 		}
@@ -155,5 +159,6 @@ void report_print_table(const struct report *r, int top, FILE *out)
 		put_table_frames(r, g, out);
 	}
 	if (n < t.groups)
-		fprintf(out, "\n%zu more groups (--top 0 shows them all)\n", t.groups - n);
+		fprintf(out, "\n%zu more %s (--top 0 shows them all)\n", t.groups - n,
+		        log_plural(t.groups - n, "group", "groups"));
 }

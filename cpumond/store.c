@@ -1337,7 +1337,7 @@ int store_id_before_last(struct store *st, int n, int64_t *after_id)
 	int rc, e;
 
 	if (n < 0) {
-		set_error(st, "cannot count back %d events", n);
+		set_error(st, "cannot count back a negative number of events (%d)", n);
 		return -EINVAL;
 	}
 	bind_i64(&b, n);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "cpumond/flamegraph.h"
+#include "cpumond/report_internal.h"
 #include "tests/unit/report_fixture.h"
 
 static void test_folded(void **state)
@@ -199,7 +200,7 @@ static void test_table(void **state)
 	         "      #2   worker_main (app)  <- entry\n"
 	         "      ...  2 ignored frames\n"
 	         "\n"
-	         "1 more groups (--top 0 shows them all)\n", sig1, sig2);
+	         "1 more group (--top 0 shows them all)\n", sig1, sig2);
 	assert_string_equal(text, expect);
 	free(text);
 	report_free(r);
@@ -234,6 +235,66 @@ static void test_table_deep_stack(void **state)
 	                       "      #3   f3 (d)\n"
 	                       "      ...  7 more\n"
 	                       "      #11  f11 (d)  <- entry\n"));
+	free(text);
+	report_free(r);
+	stackdump_stack_free(&s);
+}
+
+/* A count of one is singular: the table's summary, its hosts line and its
+ * ignored frames, the SVG's subtitle and boxes. */
+static void test_plurals(void **state)
+{
+	static const struct fx x[] = {
+		{ "leaf", "/bin/p", "", 0x10 }, { "start_thread", LIBC, LIBC_ID, 0x8a000 },
+	};
+	struct stackdump_stack s = MAKE(x);
+	struct store_event ev = {
+		.time_us = T0, .host = "a", .pid = 1, .tid = 1, .comm = "p", .thread = "t", .stack = s,
+	};
+	struct report_options opt = { .svg_path = "-" };
+	struct report *r;
+	char *text;
+	size_t len;
+	FILE *out;
+
+	(void)state;
+	/* One event of one sample on each of two hosts, one without a stack. */
+	assert_int_equal(report_new(REPORT_BY_EXACT, NULL, &r), 0);
+	assert_int_equal(report_add_stack(r, &s), 0);
+	assert_int_equal(report_add_event(r, &ev), 0);
+	ev.host = "b";
+	ev.time_us = T0 + SEC;
+	assert_int_equal(report_add_event(r, &ev), 0);
+	ev.stack = (struct stackdump_stack){ 0 };
+	ev.time_us = T0 + 2 * SEC;
+	assert_int_equal(report_add_event(r, &ev), 0);
+	assert_int_equal(report_finish(r), 0);
+	text = capture(report_print_table, r, 0);
+	assert_non_null(strstr(text, "3 events on 2 hosts from 2026-11-29 13:04:05 to 2026-11-29 "
+	                             "13:04:07 +0000: 2 stack samples, 1 distinct stack, 1 group by "
+	                             "exact\n1 event has no stack (see cpumond tail)\n"));
+	assert_non_null(strstr(text, "      hosts: a (1 sample), b (1)\n"));
+	assert_non_null(strstr(text, "      ...  1 ignored frame\n"));
+	free(text);
+	report_free(r);
+
+	/* One event of one sample. */
+	ev.stack = s;
+	ev.time_us = T0;
+	assert_int_equal(report_new(REPORT_BY_EXACT, NULL, &r), 0);
+	assert_int_equal(report_add_stack(r, &s), 0);
+	assert_int_equal(report_add_event(r, &ev), 0);
+	assert_int_equal(report_finish(r), 0);
+	text = capture(report_print_table, r, 0);
+	assert_non_null(strstr(text, "1 event from 2026-11-29 13:04:05 to 2026-11-29 13:04:05 "
+	                             "+0000: 1 stack sample, 1 distinct stack, 1 group by exact\n"));
+	free(text);
+	out = open_memstream(&text, &len);
+	assert_non_null(out);
+	assert_int_equal(report_write_svg(&opt, r, out), 0);
+	assert_int_equal(fclose(out), 0);
+	assert_non_null(strstr(text, ">1 sample of 1 event from 2026-11-29 13:04:05 to "));
+	assert_non_null(strstr(text, "<title>all\n1 sample, 100.00%</title>"));
 	free(text);
 	report_free(r);
 	stackdump_stack_free(&s);
@@ -360,6 +421,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_hostile_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_table, setup, teardown),
 		cmocka_unit_test(test_table_deep_stack),
+		cmocka_unit_test(test_plurals),
 		cmocka_unit_test(test_flamegraph_tree),
 		cmocka_unit_test(test_flamegraph_empty),
 		cmocka_unit_test(test_flamegraph_labels),
