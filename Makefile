@@ -43,10 +43,10 @@ CFLAGS     += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 LDFLAGS    += -fsanitize=address,undefined
 endif
 
-# Every .c of the three source folders except the two programs' mains goes
+# Every .c of the four source folders except the two programs' mains goes
 # into one archive; the programs and each unit test link against it.
 LIB_SRC    := $(filter-out cpumond/main.c stackdump/main.c, \
-                $(wildcard config/*.c cpumond/*.c stackdump/*.c))
+                $(wildcard config/*.c cpumond/*.c procfs/*.c stackdump/*.c))
 LIB_OBJ    := $(LIB_SRC:%.c=$(B)/obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
