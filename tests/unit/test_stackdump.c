@@ -1000,11 +1000,28 @@ static void require_target(void)
 	}
 }
 
+/* Dumps TID of process PID.  A thread that a loaded machine keeps from its
+ * CPU past the dump's deadline (-ETIMEDOUT) is let go and dumped again, 20
+ * times at most: these tests are about the stack, not about how busy the
+ * machine is. */
+static int dump_retrying(pid_t pid, pid_t tid, struct stackdump_stack *st)
+{
+	int r = stackdump_thread(sd, pid, tid, 64, st);
+
+	for (int tries = 1; r == -ETIMEDOUT && tries < 20; tries++) {
+		stackdump_stack_free(st);
+		for (uint64_t end = now_ms() + 3000; stackdump_poll(sd) > 0 && now_ms() < end;)
+			usleep(5000);
+		r = stackdump_thread(sd, pid, tid, 64, st);
+	}
+	return r;
+}
+
 /* Dumps TID of the target; skips the test when ptrace is not permitted. */
 static int dump(pid_t tid, struct stackdump_stack *st)
 {
 	require_target();
-	int r = stackdump_thread(sd, target.pid, tid, 64, st);
+	int r = dump_retrying(target.pid, tid, st);
 	if (r == -EPERM) {
 		print_message("skipped: ptrace not permitted: %s\n", st->error);
 		stackdump_stack_free(st);
@@ -1155,7 +1172,7 @@ static void test_live_hash_ignores_leaf_instruction(void **state)
 		pc[i] = wait_read_site(pid, tid, i ? pc[0] : 0);
 		if (!pc[i])
 			break;
-		int r = stackdump_thread(sd, pid, tid, 64, &st[i]);
+		int r = dump_retrying(pid, tid, &st[i]);
 		running_again_in(pid, tid, 0);
 		assert_int_equal(r, 0);
 		if (i == 0 && write(in, "x", 1) != 1)
@@ -1366,9 +1383,17 @@ static void test_live_timeout_pending(void **state)
 		usleep(5000);
 	int left = stackdump_poll(sd);
 	char s = left == 0 ? running_again_in(spinner, spinner, 0) : '?';
-	int r3 = stackdump_thread(sd, spinner, spinner, 64, &st);
-	size_t n3 = st.nframes;
-	stackdump_stack_free(&st);
+	/* Once let go, it can be dumped again -- within the deadline when the
+	 * machine lets it run (a loaded one may not, the first times). */
+	int r3 = -ETIMEDOUT;
+	size_t n3 = 0;
+	for (int tries = 0; r3 == -ETIMEDOUT && tries < 20; tries++) {
+		for (uint64_t end = now_ms() + 3000; stackdump_poll(sd) > 0 && now_ms() < end;)
+			usleep(5000);
+		r3 = stackdump_thread(sd, spinner, spinner, 64, &st);
+		n3 = st.nframes;
+		stackdump_stack_free(&st);
+	}
 
 	sched_setaffinity(0, sizeof(mine), &mine);
 	kill(spinner, SIGKILL);
@@ -1411,18 +1436,29 @@ static void test_live_shared_cpu(void **state)
 	sched_setaffinity(0, sizeof(one), &one);
 	pid_t spinner = spawn_pinned(cpu, 0, ready[1], 10000);
 	bool ok = read(ready[0], &c, 1) == 1;
-	for (int i = 0; ok && i < 10; i++) {
-		/* The second five with SIGCHLD ignored. */
-		struct sigaction ign = { .sa_handler = i < 5 ? SIG_DFL : SIG_IGN };
+	/* Ten dumps, the second five with SIGCHLD ignored.  On a loaded
+	 * machine other work on this CPU may keep the spinner from stopping
+	 * within the deadline: such a dump is -ETIMEDOUT, is let go by
+	 * stackdump_poll, and is tried again (40 tries in all). */
+	int done = 0;
+	for (int tries = 0; ok && done < 10 && tries < 40; tries++) {
+		struct sigaction ign = { .sa_handler = done < 5 ? SIG_DFL : SIG_IGN };
 		sigaction(SIGCHLD, &ign, NULL);
 		int r = stackdump_thread(sd, spinner, spinner, 64, &st);
+		if (r == -ETIMEDOUT) {
+			stackdump_stack_free(&st);
+			for (uint64_t end = now_ms() + 3000; stackdump_poll(sd) > 0 && now_ms() < end;)
+				usleep(5000);
+			continue;
+		}
 		if (r != 0)
-			print_message("dump %d: %s\n", i, st.error);
+			print_message("dump %d: %s\n", done, st.error);
 		fails += r != 0 || st.nframes < 1;
 		/* Not a timing: a stop past the dump's own deadline is a
 		 * wait that missed the stop (1 s sleeps without SIGCHLD). */
 		fails += st.stop_ns >= SNAPSHOT_DEADLINE_NS;
 		stackdump_stack_free(&st);
+		done++;
 	}
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
 	sigaction(SIGCHLD, &dfl, NULL);
@@ -1436,6 +1472,7 @@ static void test_live_shared_cpu(void **state)
 	stackdump_forget(sd, spinner);
 
 	assert_true(ok);
+	assert_int_equal(done, 10);
 	assert_int_equal(fails, 0);
 	assert_int_equal(policy_after, SCHED_OTHER);
 	assert_int_equal(s, 'R');
