@@ -1,7 +1,6 @@
 #include "cpumond/doctor.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,6 +20,7 @@
 
 #include "cpumond/log.h"
 #include "cpumond/watch.h"
+#include "procfs/procfs.h"
 #include "stackdump/elfinfo.h"
 
 /* Capability bits (linux/capability.h). */
@@ -76,93 +76,6 @@ static void append(char *buf, size_t len, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf + n, len - n, fmt, ap);
 	va_end(ap);
-}
-
-/* ---- parsers ---- */
-
-int doctor_parse_capmask(const char *hex, uint64_t *mask)
-{
-	uint64_t v = 0;
-	size_t n = 0;
-
-	while (*hex == ' ' || *hex == '\t')
-		hex++;
-	for (; isxdigit((unsigned char)hex[n]); n++) {
-		int d = isdigit((unsigned char)hex[n]) ? hex[n] - '0'
-		                                      : tolower((unsigned char)hex[n]) - 'a' + 10;
-		if (n >= 16)
-			return -EINVAL;
-		v = v << 4 | (uint64_t)d;
-	}
-	if (n == 0 || (hex[n] && hex[n] != '\n'))
-		return -EINVAL;
-	*mask = v;
-	return 0;
-}
-
-static int parse_long(const char *text, long *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(text, &end, 10);
-	if (errno || end == text || (*end && *end != '\n' && *end != '\t' && *end != ' '))
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* A status file, one "Name:\tvalue" per line:
- *   Uid:	0	0	0	0
- *   TracerPid:	0
- *   CapEff:	000001ffffffffff
- *   NoNewPrivs:	0
- *   Seccomp:	0
- */
-int doctor_parse_status(const char *text, struct doctor_status *st)
-{
-	*st = (struct doctor_status){ .euid = -1, .no_new_privs = -1, .seccomp = -1,
-	                              .tracer_pid = -1 };
-	for (const char *line = text; line && *line;) {
-		const char *nl = strchr(line, '\n');
-		const char *colon = strchr(line, ':');
-		long v;
-
-		if (colon && (!nl || colon < nl)) {
-			size_t len = (size_t)(colon - line);
-			const char *val = colon + 1;
-
-			while (*val == ' ' || *val == '\t')
-				val++;
-#define IS(name) (len == sizeof(name) - 1 && strncmp(line, name, len) == 0)
-			if (IS("Uid")) {
-				/* real, effective, saved, fs */
-				char *end;
-
-				errno = 0;
-				strtol(val, &end, 10);
-				if (errno || end == val || parse_long(end, &v) < 0 || v < 0)
-					return -EINVAL;
-				st->euid = v;
-			} else if (IS("CapEff")) {
-				if (doctor_parse_capmask(val, &st->cap_eff) < 0)
-					return -EINVAL;
-			} else if (IS("NoNewPrivs") || IS("Seccomp") || IS("TracerPid")) {
-				if (parse_long(val, &v) < 0 || v < 0 || v > INT_MAX)
-					return -EINVAL;
-				if (IS("NoNewPrivs"))
-					st->no_new_privs = (int)v;
-				else if (IS("Seccomp"))
-					st->seccomp = (int)v;
-				else
-					st->tracer_pid = v;
-			}
-#undef IS
-		}
-		line = nl ? nl + 1 : NULL;
-	}
-	return 0;
 }
 
 /* ---- the checks ---- */
@@ -463,31 +376,11 @@ void doctor_check_watch(const struct config *cfg, size_t i, const struct watch_p
 
 /* ---- the readers ---- */
 
-/* Reads file PATH into BUF (NUL-terminated).  Returns 0 or -errno. */
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-	int e;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	e = n < 0 ? -errno : 0;
-	close(fd);
-	buf[n < 0 ? 0 : n] = '\0';
-	return e;
-}
-
 static int read_ptrace_scope(void)
 {
-	char buf[16];
 	long v;
 
-	if (read_text("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof buf) < 0 ||
-	    parse_long(buf, &v) < 0)
-		return -1;
-	return (int)v;
+	return procfs_read_sysctl("kernel/yama/ptrace_scope", &v) < 0 ? -1 : (int)v;
 }
 
 /* Calls ptrace(2) in a child, which inherits the seccomp filter: a filter
@@ -593,15 +486,13 @@ static void tally_end(struct reporter *rp, const struct tally *t, const char *ok
 	}
 }
 
-static void check_self(struct reporter *rp, struct doctor_status *self)
+static void check_self(struct reporter *rp, struct procfs_status *self)
 {
 	struct doctor_result r;
 	struct rlimit rl = { 0, 0 };
-	char buf[4096];
 	int scope = read_ptrace_scope();
 
-	if (read_text("/proc/self/status", buf, sizeof buf) < 0 ||
-	    doctor_parse_status(buf, self) < 0) {
+	if (procfs_read_status(0, 0, self) < 0) {
 		set(&r, DOCTOR_FAIL, "cannot read /proc/self/status");
 		set_fix(&r, "mount /proc");
 		emit(rp, &r);
@@ -623,41 +514,28 @@ static void check_process(struct reporter *rp, const struct watch_proc *p, uint6
                           struct tally *access, struct tally *traced)
 {
 	struct doctor_result r;
-	char path[64], buf[2048], comm[32];
-	struct doctor_status st;
-	struct dirent *de;
-	int proc_err = 0, mem_err;
-	bool first = true;
-	DIR *dir;
+	struct procfs_status st;
+	char buf[256], comm[PROCFS_COMM_MAX];
+	int proc_err, mem_err;
+	pid_t *tids;
+	size_t n;
 
-	snprintf(path, sizeof path, "/proc/%d/task", (int)p->pid);
-	dir = opendir(path);
-	if (!dir)
-		proc_err = errno;
-	while (dir && (de = readdir(dir))) {
-		long tid;
+	proc_err = -procfs_read_tasks(p->pid, &tids, &n);
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0) {
+			ssize_t got = procfs_read_file(p->pid, tids[i], "schedstat", buf, sizeof buf);
 
-		if (parse_long(de->d_name, &tid) < 0)
-			continue;
-		if (first) {
-			snprintf(path, sizeof path, "/proc/%d/task/%ld/schedstat", (int)p->pid, tid);
-			proc_err = -read_text(path, buf, sizeof buf);
-			first = false;
+			proc_err = got < 0 ? (int)-got : 0;
 		}
-		snprintf(path, sizeof path, "/proc/%d/task/%ld/status", (int)p->pid, tid);
-		if (read_text(path, buf, sizeof buf) < 0 || doctor_parse_status(buf, &st) < 0)
+		if (procfs_read_status(p->pid, tids[i], &st) < 0)
 			continue;
 		comm[0] = '\0';
-		if (st.tracer_pid > 0) {
-			snprintf(path, sizeof path, "/proc/%ld/comm", st.tracer_pid);
-			read_text(path, comm, sizeof comm);
-			comm[strcspn(comm, "\n")] = '\0';
-		}
-		doctor_check_tracer(p->pid, (pid_t)tid, st.tracer_pid, comm, getpid(), &r);
+		if (st.tracer_pid > 0)
+			procfs_read_comm((pid_t)st.tracer_pid, 0, comm, sizeof comm);
+		doctor_check_tracer(p->pid, tids[i], st.tracer_pid, comm, getpid(), &r);
 		tally_emit(rp, traced, &r);
 	}
-	if (dir)
-		closedir(dir);
+	free(tids);
 	mem_err = probe_attach(p->pid);
 	doctor_check_access(p->pid, p->comm, proc_err, mem_err, cap_eff, &r);
 	tally_emit(rp, access, &r);
@@ -669,23 +547,19 @@ static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***s
 {
 	struct doctor_result r;
 	struct elfinfo ei;
-	char path[64], exe[PATH_MAX], dbg[512];
+	char exe[PATH_MAX], dbg[512];
 	const char *symsrc;
-	ssize_t n;
 	char **grown;
-	int fd, e;
+	int fd, e = procfs_read_link(p->pid, "exe", exe, sizeof exe);
 
-	snprintf(path, sizeof path, "/proc/%d/exe", (int)p->pid);
-	n = readlink(path, exe, sizeof exe - 1);
-	if (n < 0) {
-		if (!gone(errno)) {
+	if (e < 0) {
+		if (!gone(-e)) {
 			snprintf(exe, sizeof exe, "of %s[%d]", p->comm, (int)p->pid);
-			doctor_check_exe(exe, errno, "", "", &r);
+			doctor_check_exe(exe, -e, "", "", &r);
 			tally_emit(rp, exes, &r);
 		}
 		return;
 	}
-	exe[n] = '\0';
 	for (size_t i = 0; i < *nseen; i++)
 		if (strcmp((*seen)[i], exe) == 0)
 			return;
@@ -698,9 +572,9 @@ static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***s
 	++*nseen;
 	/* Through /proc/PID/exe: the very file that runs, even when the path
 	 * now names another or lies in another mount namespace. */
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = procfs_open(p->pid, 0, "exe", O_RDONLY);
 	if (fd < 0) {
-		doctor_check_exe(exe, errno, "", "", &r);
+		doctor_check_exe(exe, -fd, "", "", &r);
 		tally_emit(rp, exes, &r);
 		return;
 	}
@@ -757,7 +631,7 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 {
 	struct tally access = { 0 }, traced = { 0 }, exes = { 0 };
 	const struct watch_proc *procs;
-	struct doctor_status self = { 0 };
+	struct procfs_status self = { 0 };
 	struct doctor_result r;
 	char **seen = NULL;
 	size_t n = 0, nseen = 0;

@@ -3,7 +3,7 @@
  *
  * The checks are pure functions over plain facts (a ptrace_scope value, a
  * CapEff mask, a TracerPid, an errno) that fill one doctor_result each; the
- * readers that gather those facts from /proc are thin.  `cpumond doctor`
+ * facts come from /proc through procfs/procfs.h.  `cpumond doctor`
  * prints every check (doctor_run); the daemon runs the access checks before
  * it reports READY and logs what fails (doctor_preflight): it keeps running
  * either way, since sampling usage needs no privilege.
@@ -26,25 +26,6 @@ struct doctor_result {
 	char message[320];      /* what was found, lowercase, no final period */
 	char fix[320];          /* what to change; "" when nothing */
 };
-
-/* The fields of a /proc/PID/status (or /proc/PID/task/TID/status) file that
- * the checks use.  Unread fields keep the values doctor_parse_status sets:
- * -1 for numbers, 0 for the mask. */
-struct doctor_status {
-	long euid;              /* "Uid:" second field */
-	uint64_t cap_eff;       /* "CapEff:" hex mask */
-	int no_new_privs;       /* "NoNewPrivs:" 0 or 1 */
-	int seccomp;            /* "Seccomp:" 0 none, 1 strict, 2 filter */
-	long tracer_pid;        /* "TracerPid:" 0 when not traced */
-};
-
-/* Parses TEXT, the contents of a status file.  Returns 0, or -EINVAL when a
- * field it found is malformed. */
-int doctor_parse_status(const char *text, struct doctor_status *st);
-
-/* Parses a capability mask as /proc prints it ("000001ffffffffff").
- * Returns 0 or -EINVAL. */
-int doctor_parse_capmask(const char *hex, uint64_t *mask);
 
 /* kernel.yama.ptrace_scope SCOPE (0..3, -1 when Yama is absent or the file
  * unreadable) for a process with effective capabilities CAP_EFF. */

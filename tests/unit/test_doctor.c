@@ -1,4 +1,5 @@
-/* doctor: the pure checks, fed with canned /proc text and plain values. */
+/* doctor: the pure checks, fed with plain values (the /proc parsers they
+ * read through are procfs's, in test_procfs.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -15,78 +16,6 @@
 #define CAP_ALL     0x000001ffffffffffull   /* root on a 6.x kernel */
 #define CAP_PTRACE  (1ull << 19)
 #define CAP_NICE    (1ull << 23)
-
-/* Trimmed from a real /proc/self/status of a unit with
- * AmbientCapabilities=CAP_SYS_PTRACE and a system call filter. */
-static const char status_service[] =
-	"Name:\tcpumond\n"
-	"Umask:\t0027\n"
-	"State:\tS (sleeping)\n"
-	"Tgid:\t311\n"
-	"Pid:\t311\n"
-	"PPid:\t1\n"
-	"TracerPid:\t0\n"
-	"Uid:\t998\t998\t998\t998\n"
-	"Gid:\t998\t998\t998\t998\n"
-	"CapInh:\t0000000000080000\n"
-	"CapPrm:\t0000000000080000\n"
-	"CapEff:\t0000000000080000\n"
-	"CapBnd:\t0000000000080000\n"
-	"CapAmb:\t0000000000080000\n"
-	"NoNewPrivs:\t1\n"
-	"Seccomp:\t2\n"
-	"Seccomp_filters:\t1\n"
-	"Speculation_Store_Bypass:\tthread vulnerable\n";
-
-static void test_parse_status_service(void **state)
-{
-	struct doctor_status st;
-	(void)state;
-	assert_int_equal(doctor_parse_status(status_service, &st), 0);
-	assert_int_equal(st.euid, 998);
-	assert_true(st.cap_eff == CAP_PTRACE);
-	assert_int_equal(st.no_new_privs, 1);
-	assert_int_equal(st.seccomp, 2);
-	assert_int_equal(st.tracer_pid, 0);
-}
-
-static void test_parse_status_traced_thread(void **state)
-{
-	struct doctor_status st;
-	(void)state;
-	assert_int_equal(doctor_parse_status("Name:\tworker\nTracerPid:\t311\n"
-	                                     "Uid:\t1000\t0\t0\t0\n", &st), 0);
-	assert_int_equal(st.tracer_pid, 311);
-	assert_int_equal(st.euid, 0);             /* the second field: effective */
-	assert_int_equal(st.seccomp, -1);         /* absent: unknown */
-	assert_int_equal(st.no_new_privs, -1);
-}
-
-static void test_parse_status_rejects_junk(void **state)
-{
-	struct doctor_status st;
-	(void)state;
-	assert_int_equal(doctor_parse_status("TracerPid:\tx\n", &st), -EINVAL);
-	assert_int_equal(doctor_parse_status("CapEff:\tzz\n", &st), -EINVAL);
-	assert_int_equal(doctor_parse_status("Uid:\t0\n", &st), -EINVAL);
-	assert_int_equal(doctor_parse_status("", &st), 0);
-	assert_int_equal(doctor_parse_status("no colon here\n", &st), 0);
-}
-
-static void test_parse_capmask(void **state)
-{
-	uint64_t m;
-	(void)state;
-	assert_int_equal(doctor_parse_capmask("000001ffffffffff", &m), 0);
-	assert_true(m == CAP_ALL);
-	assert_int_equal(doctor_parse_capmask("0000000000080000\n", &m), 0);
-	assert_true(m == CAP_PTRACE);
-	assert_int_equal(doctor_parse_capmask("0000000000000000", &m), 0);
-	assert_true(m == 0);
-	assert_int_equal(doctor_parse_capmask("00000000000800000", &m), -EINVAL);  /* 17 digits */
-	assert_int_equal(doctor_parse_capmask("", &m), -EINVAL);
-	assert_int_equal(doctor_parse_capmask("80000g", &m), -EINVAL);
-}
 
 static void test_ptrace_scope(void **state)
 {
@@ -371,10 +300,6 @@ static void test_watch_empty(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_status_service),
-		cmocka_unit_test(test_parse_status_traced_thread),
-		cmocka_unit_test(test_parse_status_rejects_junk),
-		cmocka_unit_test(test_parse_capmask),
 		cmocka_unit_test(test_ptrace_scope),
 		cmocka_unit_test(test_capability),
 		cmocka_unit_test(test_seccomp),
