@@ -11,11 +11,10 @@
 #include <unistd.h>
 
 #include "cpumond/clock.h"
+#include "cpumond/eventfmt.h"
 #include "cpumond/log.h"
 #include "cpumond/service.h"
 #include "cpumond/store.h"
-#include "cpumond/tail.h"
-#include "stackdump/stackdump.h"
 
 /* Retention runs hourly, in batches of events small enough (a few ms) not
  * to delay a cycle, one batch per cycle until done. */
@@ -174,7 +173,7 @@ void record_flush(struct record *r)
 			event_of(r, ce, &ev, counts);
 			rc = store_add_event(r->store, &ev);
 			if (rc == 0 && lines)
-				tail_format_json(&ev, lines);
+				eventfmt_json(&ev, lines);
 			free(counts);
 		}
 		if (rc == 0) {
@@ -216,46 +215,13 @@ void record_flush(struct record *r)
 	malloc_trim(0);
 }
 
-/* The event line names this many of the key stack's innermost functions,
- * as many as the journal entry's MESSAGE. */
-#define LINE_FRAMES 3
-
-/* "hot_leaf <- hot_mid <- hot_root <- ...": the first functions of SK, and
- * the innermost one that has a name when none of those has one (a stripped
- * library on top): "libx.so@0x1200 <- libx.so@0x1400 <- libx.so@0x1900 <-
- * ... <- main (#5)".  Cut to LEN - 1 bytes. */
-static void stack_summary(const struct stackdump_stack *sk, char *buf, size_t len)
-{
-	/* fmemopen leaves a full buffer without its NUL: the last byte keeps one. */
-	FILE *out = fmemopen(buf, len - 1, "w");
-	size_t named = 0, shown = sk->nframes < LINE_FRAMES ? sk->nframes : LINE_FRAMES;
-	char name[256];
-
-	buf[0] = buf[len - 1] = '\0';
-	if (!out)
-		return;
-	while (named < sk->nframes && !(sk->frames[named].symbol && sk->frames[named].symbol[0]))
-		named++;
-	for (size_t i = 0; i < shown; i++) {
-		stackdump_function_name(&sk->frames[i], name, sizeof name);
-		fprintf(out, "%s%s", i ? " <- " : "", name);
-	}
-	if (named >= shown && named < sk->nframes) {
-		stackdump_function_name(&sk->frames[named], name, sizeof name);
-		fprintf(out, "%s <- %s (#%zu)", named > shown ? " <- ..." : "", name, named);
-		shown = named + 1;
-	}
-	if (shown < sk->nframes)
-		fputs(" <- ...", out);
-	fclose(out);
-}
-
-/* The event's line in the daemon's log. */
-static void log_event(const struct capture_event *ce, const struct store_event *ev)
+/* The event's line in the daemon's log; FRAMES is its key stack's summary. */
+static void log_event(const struct capture_event *ce, const struct store_event *ev,
+                      const char *frames)
 {
 	const struct episode *ep = &ce->ep;
 	int key = episode_key(ep);
-	char frames[512], samples[64];
+	char samples[64];
 
 	if (key < 0) {
 		log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: no stack: %s",
@@ -263,7 +229,6 @@ static void log_event(const struct capture_event *ce, const struct store_event *
 		        ce->threshold, ce->error[0] ? ce->error : ep->end);
 		return;
 	}
-	stack_summary(&ev->stack, frames, sizeof frames);
 	if (ep->taken == 1)
 		snprintf(samples, sizeof samples, ", one sample");
 	else
@@ -280,15 +245,20 @@ static void log_event(const struct capture_event *ce, const struct store_event *
 void record_event(struct record *r, struct capture_event *ce)
 {
 	struct store_stack_count *counts = calloc(ce->ep.nstacks + 1, sizeof *counts);
+	char *fields[EVENTFMT_JOURNAL_FIELDS];
 	struct store_event ev;
+	char frames[512];
 
 	r->events++;
 	metrics_event(r->metrics, ce->watch);
 	if (counts) {
 		event_of(r, ce, &ev, counts);
-		log_event(ce, &ev);
-		if (r->cfg->journal && log_to_journal())
-			service_journal_event(&ev);
+		eventfmt_stack_summary(&ev.stack, frames, sizeof frames);
+		log_event(ce, &ev, frames);
+		if (r->cfg->journal && log_to_journal() && eventfmt_journal(&ev, frames, fields) == 0) {
+			service_journal(fields, EVENTFMT_JOURNAL_FIELDS);
+			eventfmt_journal_free(fields);
+		}
 		free(counts);
 	}
 	if (r->nunsaved == RECORD_UNSAVED_MAX) {

@@ -1,11 +1,10 @@
 #include "cpumond/service.h"
 
-#include <inttypes.h>
-#include <stdio.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
-
-#include "stackdump/stackdump.h"
 
 void service_ready(const char *status)
 {
@@ -41,32 +40,13 @@ void service_watchdog(void)
 	sd_notify(0, "WATCHDOG=1");
 }
 
-int service_journal_event(const struct store_event *ev)
+int service_journal(char *const *fields, size_t n)
 {
-	const struct stackdump_stack *sk = &ev->stack;
-	char top[3][160] = { "", "", "" };
-	char frames[512], hash[20];
+	struct iovec iov[16];
 
-	for (size_t i = 0; i < 3 && i < sk->nframes; i++)
-		stackdump_function_name(&sk->frames[i], top[i], sizeof top[i]);
-	if (sk->nframes)
-		snprintf(frames, sizeof frames, ": %s%s%s%s%s%s", top[0], top[1][0] ? " <- " : "",
-		         top[1], top[2][0] ? " <- " : "", top[2], sk->nframes > 3 ? " <- ..." : "");
-	else
-		snprintf(frames, sizeof frames, ": no stack");
-	snprintf(hash, sizeof hash, "%016" PRIx64, sk->hash);
-	/* The journal stores fields as bytes: names from the watched process
-	 * need no escaping here, unlike on a terminal. */
-	return sd_journal_send("MESSAGE=%s[%d] thread %s/%d at %d‰ > %d‰%s", ev->comm, (int)ev->pid,
-	                       ev->thread, (int)ev->tid, ev->usage, ev->threshold, frames,
-	                       "PRIORITY=4",
-	                       "CPUMOND_WATCH=%s", ev->watch,
-	                       "CPUMOND_PID=%d", (int)ev->pid,
-	                       "CPUMOND_TID=%d", (int)ev->tid,
-	                       "CPUMOND_COMM=%s", ev->comm,
-	                       "CPUMOND_THREAD=%s", ev->thread,
-	                       "CPUMOND_USAGE=%d", ev->usage,
-	                       "CPUMOND_STACK_HASH=%s", sk->nframes ? hash : "",
-	                       "CPUMOND_TOP_FRAME=%s", top[0],
-	                       NULL);
+	if (n > sizeof iov / sizeof *iov)
+		return -E2BIG;
+	for (size_t i = 0; i < n; i++)
+		iov[i] = (struct iovec){ fields[i], strlen(fields[i]) };
+	return sd_journal_sendv(iov, (int)n);
 }

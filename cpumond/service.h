@@ -8,10 +8,8 @@
 #ifndef CPUMOND_SERVICE_H
 #define CPUMOND_SERVICE_H
 
-#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-
-#include "cpumond/store.h"
 
 /* READY=1 with STATUS: the database is open and the first cycle ran. */
 void service_ready(const char *status);
@@ -31,12 +29,8 @@ uint64_t service_watchdog_period_ms(void);
 
 void service_watchdog(void);
 
-/* One structured journal entry for an overload event: MESSAGE (process,
- * thread, usage, the key stack's three innermost functions), PRIORITY=4 and
- * CPUMOND_* fields, CPUMOND_TOP_FRAME the innermost function.  Functions
- * are spelled as stackdump_function_name does ("module@0xSTART" when
- * unnamed), so that the field has one value for every sample of a
- * function.  Returns 0 or a negative errno. */
-int service_journal_event(const struct store_event *ev);
+/* One structured journal entry of the N fields FIELDS, each "KEY=value"
+ * (eventfmt_journal makes an event's).  Returns 0 or a negative errno. */
+int service_journal(char *const *fields, size_t n);
 
 #endif

@@ -3,14 +3,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cpumond/json.h"
+#include "cpumond/eventfmt.h"
 #include "cpumond/log.h"
-#include "stackdump/demangle.h"
 #include "stackdump/stackdump.h"
 
 /* Between polls for new events while following. */
@@ -55,13 +53,6 @@ static void put_duration(uint64_t ns, FILE *out)
 		fprintf(out, "%" PRIu64 ".%" PRIu64 " ms", (us + 50) / 1000, (us + 50) % 1000 / 100);
 }
 
-/* The event's reason for a missing or partial stack, "" if none.  The store
- * fills both; an event straight from stackdump may have only the stack's. */
-static const char *event_error(const struct store_event *ev)
-{
-	return ev->error && ev->error[0] ? ev->error : ev->stack.error;
-}
-
 static const char *or_empty(const char *s)
 {
 	return s ? s : "";
@@ -78,7 +69,7 @@ static unsigned key_count(const struct store_event *ev)
 
 void tail_format_human(const struct store_event *ev, FILE *out)
 {
-	const char *error = event_error(ev);
+	const char *error = eventfmt_error(ev);
 
 	put_time_human(ev->time_us, out);
 	fputs("  ", out);
@@ -115,81 +106,6 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 		stackdump_print(&ev->stack, "    ", out);
 }
 
-/* NULL and "" as null. */
-static void put_json_string_or_null(const char *s, FILE *out)
-{
-	if (s && s[0])
-		json_put_string(s, out);
-	else
-		fputs("null", out);
-}
-
-static void put_json_frame(const struct stackdump_frame *f, FILE *out)
-{
-	fprintf(out, "{\"ip\":\"0x%" PRIx64 "\",\"module\":", f->ip);
-	json_put_string(f->module, out);
-	fputs(",\"build_id\":", out);
-	json_put_string(f->build_id, out);
-	fprintf(out, ",\"offset\":%" PRIu64 ",\"func_offset\":%" PRIu64 ",\"symbol\":", f->offset,
-	        f->func_offset);
-	if (f->symbol) {
-		/* symbol is the linkage name, name what people read (C++ and
-		 * Rust demangled). */
-		char *readable = demangle_name(f->symbol);
-
-		json_put_string(f->symbol, out);
-		fputs(",\"name\":", out);
-		json_put_string(readable ? readable : f->symbol, out);
-		free(readable);
-		fprintf(out, ",\"symbol_offset\":%" PRIu64 "}", f->symbol_offset);
-	} else {
-		fputs("null,\"name\":null,\"symbol_offset\":null}", out);
-	}
-}
-
-void tail_format_json(const struct store_event *ev, FILE *out)
-{
-	const struct stackdump_stack *sk = &ev->stack;
-
-	fprintf(out, "{\"id\":%" PRId64 ",\"time\":\"", ev->id);
-	json_put_time(ev->time_us, out);
-	fputs("\",\"host\":", out);
-	json_put_string(ev->host, out);
-	fputs(",\"watch\":", out);
-	json_put_string(ev->watch, out);
-	fprintf(out, ",\"pid\":%d,\"comm\":", (int)ev->pid);
-	json_put_string(ev->comm, out);
-	fputs(",\"exe\":", out);
-	json_put_string(ev->exe, out);
-	fprintf(out, ",\"tid\":%d,\"thread\":", (int)ev->tid);
-	json_put_string(ev->thread, out);
-	fprintf(out, ",\"usage\":%d,\"threshold\":%d,\"consecutive\":%d,\"run_delay\":%d"
-	        ",\"freeze_us\":%" PRIu64 ",\"stack_hash\":",
-	        ev->usage, ev->threshold, ev->consecutive, ev->run_delay,
-	        (sk->stop_ns + 500) / 1000);
-	if (sk->nframes > 0)
-		fprintf(out, "\"%016" PRIx64 "\"", sk->hash);
-	else
-		fputs("null", out);
-	fprintf(out, ",\"truncated\":%s,\"error\":", sk->truncated ? "true" : "false");
-	put_json_string_or_null(event_error(ev), out);
-	fprintf(out, ",\"samples\":%u,\"freeze_max_us\":%" PRIu64 ",\"episode_end\":",
-	        ev->samples, (ev->stop_max_ns + 500) / 1000);
-	put_json_string_or_null(ev->episode_end, out);
-	fputs(",\"stacks\":[", out);
-	for (size_t i = 0; i < ev->nstacks; i++)
-		fprintf(out, "%s{\"stack_hash\":\"%016" PRIx64 "\",\"count\":%u,\"key\":%s}",
-		        i > 0 ? "," : "", ev->stacks[i].hash, ev->stacks[i].count,
-		        ev->stacks[i].hash == sk->hash ? "true" : "false");
-	fputs("],\"stack\":[", out);
-	for (size_t i = 0; i < sk->nframes; i++) {
-		if (i > 0)
-			fputc(',', out);
-		put_json_frame(&sk->frames[i], out);
-	}
-	fputs("]}\n", out);
-}
-
 struct tail_ctx {
 	bool json;
 	FILE *out;
@@ -200,7 +116,7 @@ static int print_event(const struct store_event *ev, void *arg)
 	const struct tail_ctx *ctx = arg;
 
 	if (ctx->json)
-		tail_format_json(ev, ctx->out);
+		eventfmt_json(ev, ctx->out);
 	else
 		tail_format_human(ev, ctx->out);
 	/* Stops the walk; tail_run reports the write error. */

@@ -11,7 +11,7 @@ struct tail_options {
 	const char *database;    /* path of the log database */
 	int lines;               /* last N events first (default 10; 0: none) */
 	bool follow;             /* -f: then print new events as they commit */
-	bool json;               /* --json: one JSON object per line */
+	bool json;               /* --json: one JSON object per line (eventfmt_json) */
 };
 
 /* Runs `cpumond tail`.  Returns 0, or a negative errno after printing the
@@ -23,8 +23,5 @@ int tail_run(const struct tail_options *opt, volatile const int *stop);
  * tid, usage against threshold, samples over threshold, stop time) and the
  * stack indented beneath.  Names are escaped: no control byte reaches OUT. */
 void tail_format_human(const struct store_event *ev, FILE *out);
-
-/* One event as one line of JSON (always valid, whatever bytes the names hold). */
-void tail_format_json(const struct store_event *ev, FILE *out);
 
 #endif

@@ -1,5 +1,6 @@
-/* tail: the human and JSON forms of an event (fixed events, TZ fixed), their
- * escaping of hostile names, and tail_run against a real database. */
+/* tail: the human form of an event (fixed events, TZ fixed), its escaping
+ * of hostile names, and tail_run against a real database (--json lines are
+ * eventfmt's, tested in test_eventfmt.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -17,65 +18,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/unit/event_fixture.h"
 #include "tests/unit/tmpdir.h"
 
 #include "cpumond/store.h"
 #include "cpumond/tail.h"
-
-static void set_tz(const char *tz)
-{
-	assert_int_equal(setenv("TZ", tz, 1), 0);
-	tzset();
-}
-
-static int setup_utc(void **state)
-{
-	(void)state;
-	setenv("TZ", "UTC", 1);
-	tzset();
-	return 0;
-}
-
-static struct stackdump_frame two_frames[] = {
-	{ .ip = 0x5555555551a9, .offset = 0x11a9, .func_offset = 0x1180,
-	  .module = "/usr/bin/spin", .build_id = "0123abcd", .symbol = "spin_leaf",
-	  .symbol_offset = 0x29 },
-	/* Caught at 0x42 into an unnamed function that starts at 0x1000. */
-	{ .ip = 0x7f0000001042, .offset = 0x1042, .func_offset = 0x1000,
-	  .module = "[vdso]", .build_id = "", .symbol = NULL },
-};
-
-/* 2026-11-29 13:04:05.123456 UTC */
-#define T0 1795957445123456LL
-
-static struct store_event fixed_event(void)
-{
-	struct store_event ev = {
-		.id = 7, .time_us = T0, .host = "h1", .watch = "web", .pid = 4242,
-		.comm = "nginx", .exe = "/usr/sbin/nginx", .tid = 4250, .thread = "worker-3",
-		.usage = 987, .threshold = 800, .consecutive = 1, .run_delay = 0,
-		.error = "",
-	};
-
-	ev.stack.frames = two_frames;
-	ev.stack.nframes = 2;
-	ev.stack.hash = 0xdeadbeef;
-	ev.stack.stop_ns = 43000;
-	return ev;
-}
-
-/* What FN writes for EV, as a string to free. */
-static char *format(void (*fn)(const struct store_event *, FILE *), const struct store_event *ev)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	assert_non_null(f);
-	fn(ev, f);
-	assert_int_equal(fclose(f), 0);
-	return buf;
-}
 
 static char *print_stack(const struct stackdump_stack *sk, const char *indent)
 {
@@ -196,55 +143,6 @@ static void test_human_escapes_names(void **state)
 	free(got);
 }
 
-static void test_json_exact(void **state)
-{
-	struct store_event ev = fixed_event();
-	const struct store_stack_count stacks[] = { { 0xdeadbeef, 14, NULL }, { 0x1234, 6, NULL } };
-	char *got;
-	(void)state;
-
-	ev.samples = 20;
-	ev.stop_max_ns = 97000;
-	ev.stacks = stacks;
-	ev.nstacks = 2;
-	ev.episode_end = "thread went idle after 20 samples";
-	got = format(tail_format_json, &ev);
-	assert_string_equal(got,
-		"{\"id\":7,\"time\":\"2026-11-29T13:04:05.123456+00:00\",\"host\":\"h1\","
-		"\"watch\":\"web\",\"pid\":4242,\"comm\":\"nginx\",\"exe\":\"/usr/sbin/nginx\","
-		"\"tid\":4250,\"thread\":\"worker-3\",\"usage\":987,\"threshold\":800,"
-		"\"consecutive\":1,\"run_delay\":0,\"freeze_us\":43,"
-		"\"stack_hash\":\"00000000deadbeef\",\"truncated\":false,\"error\":null,"
-		"\"samples\":20,\"freeze_max_us\":97,"
-		"\"episode_end\":\"thread went idle after 20 samples\",\"stacks\":["
-		"{\"stack_hash\":\"00000000deadbeef\",\"count\":14,\"key\":true},"
-		"{\"stack_hash\":\"0000000000001234\",\"count\":6,\"key\":false}],\"stack\":["
-		"{\"ip\":\"0x5555555551a9\",\"module\":\"/usr/bin/spin\",\"build_id\":\"0123abcd\","
-		"\"offset\":4521,\"func_offset\":4480,\"symbol\":\"spin_leaf\",\"name\":\"spin_leaf\","
-		"\"symbol_offset\":41},"
-		"{\"ip\":\"0x7f0000001042\",\"module\":\"[vdso]\",\"build_id\":\"\","
-		"\"offset\":4162,\"func_offset\":4096,\"symbol\":null,\"name\":null,\"symbol_offset\":null}]}\n");
-	free(got);
-
-	/* No frames: no hash; an error; a zone east of UTC. */
-	set_tz("XST-5:30");
-	ev.stack.nframes = 0;
-	ev.stack.truncated = false;
-	ev.error = "tid 4250 exited";
-	ev.samples = 0;
-	ev.nstacks = 0;
-	ev.episode_end = NULL;
-	ev.time_us = T0 - 123455;
-	got = format(tail_format_json, &ev);
-	set_tz("UTC");
-	assert_non_null(strstr(got, "\"time\":\"2026-11-29T18:34:05.000001+05:30\""));
-	assert_non_null(strstr(got, "\"stack_hash\":null,\"truncated\":false,"
-	                            "\"error\":\"tid 4250 exited\",\"samples\":0,"
-	                            "\"freeze_max_us\":97,\"episode_end\":null,\"stacks\":[],"
-	                            "\"stack\":[]}\n"));
-	free(got);
-}
-
 static void test_human_episode(void **state)
 {
 	struct store_event ev = fixed_event();
@@ -259,74 +157,6 @@ static void test_human_episode(void **state)
 	got = format(tail_format_human, &ev);
 	assert_non_null(strstr(got, "  key stack in 14 of 20 samples  stopped median 43 µs"));
 	assert_non_null(strstr(got, "\n  episode thread went idle after 20 samples\n"));
-	free(got);
-}
-
-static void hex(const char *s, char *out, size_t len)
-{
-	size_t n = 0;
-
-	for (const unsigned char *p = (const unsigned char *)s; *p && n + 3 < len; p++)
-		n += (size_t)snprintf(out + n, len - n, "%02x", *p);
-	out[n] = '\0';
-}
-
-/* Runs LINE through Python's json module and returns its exit status: 0 when
- * the line is one valid UTF-8, valid JSON object whose thread, comm and exe
- * decode to the raw bytes given (a byte that is not valid UTF-8 standing for
- * the code point of its value). */
-static int python_check(const char *line, const char *thread, const char *comm, const char *exe,
-                        bool quiet)
-{
-	static const char script[] =
-		"import codecs, json, sys\n"
-		"codecs.register_error(\"byte\", lambda e: (chr(e.object[e.start]), e.start + 1))\n"
-		"raw = sys.stdin.buffer.read()\n"
-		"text = raw.decode(\"utf-8\")\n"
-		"assert text.endswith(\"\\n\") and text.count(\"\\n\") == 1, \"not one line\"\n"
-		"o = json.loads(text)\n"
-		"for key, h in zip((\"thread\", \"comm\", \"exe\"), sys.argv[1:]):\n"
-		"    want = bytes.fromhex(h).decode(\"utf-8\", \"byte\")\n"
-		"    assert o[key] == want, (key, o[key], want)\n";
-	char cmd[4096], ht[512], hc[512], he[512];
-	FILE *p;
-	int status;
-
-	hex(thread, ht, sizeof ht);
-	hex(comm, hc, sizeof hc);
-	hex(exe, he, sizeof he);
-	snprintf(cmd, sizeof cmd, "python3 -c '%s' '%s' '%s' '%s'%s", script, ht, hc, he,
-	         quiet ? " 2>/dev/null" : "");
-	p = popen(cmd, "w");
-	assert_non_null(p);
-	fputs(line, p);
-	status = pclose(p);
-	assert_true(status != -1);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static void test_json_valid_whatever_the_bytes(void **state)
-{
-	struct store_event ev = fixed_event();
-	char *got;
-	(void)state;
-
-	ev.thread = "q\"uote\\back\x01\x1b[31m\n\t\x7f\xff\xfe end";
-	/* Overlong, surrogate, cut sequence, over U+10FFFF; then valid é € 😀. */
-	ev.comm = "\xc0\xaf|\xed\xa0\x80|\xe2\x82|\xf4\x90\x80\x80|\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
-	ev.exe = "/tmp/\x80\xbf\\\"";
-	ev.watch = "\"";
-	ev.error = "\x1b\xff";
-	two_frames[1].module = "/lib/\xff\"\\.so";
-	got = format(tail_format_json, &ev);
-	two_frames[1].module = "[vdso]";
-	for (const unsigned char *p = (const unsigned char *)got; *p; p++)
-		assert_true(*p >= 0x20 || p[1] == '\0');
-	assert_non_null(strstr(got, "\"thread\":\"q\\\"uote\\\\back\\u0001\\u001b[31m\\u000a"
-	                            "\\u0009\\u007f\\u00ff\\u00fe end\""));
-	assert_int_equal(python_check(got, ev.thread, ev.comm, ev.exe, false), 0);
-	/* The check can fail: a raw control byte is not valid JSON. */
-	assert_int_not_equal(python_check("{\"thread\":\"a\x01\"}\n", "a", "", "", true), 0);
 	free(got);
 }
 
@@ -573,9 +403,7 @@ int main(void)
 		cmocka_unit_test_setup(test_human_with_stack, setup_utc),
 		cmocka_unit_test_setup(test_human_local_offset, setup_utc),
 		cmocka_unit_test_setup(test_human_escapes_names, setup_utc),
-		cmocka_unit_test_setup(test_json_exact, setup_utc),
 		cmocka_unit_test_setup(test_human_episode, setup_utc),
-		cmocka_unit_test_setup(test_json_valid_whatever_the_bytes, setup_utc),
 		cmocka_unit_test_setup_teardown(test_run_missing_database, setup_db, teardown_db),
 		cmocka_unit_test_setup_teardown(test_run_last_lines, setup_db, teardown_db),
 		cmocka_unit_test_setup_teardown(test_run_follow, setup_db, teardown_db),
