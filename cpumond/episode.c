@@ -1,13 +1,11 @@
 #include "cpumond/episode.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cpumond/sampler.h"
+#include "procfs/procfs.h"
 
 int episode_init(struct episode *ep, pid_t pid, pid_t tid, int planned)
 {
@@ -114,43 +112,21 @@ bool episode_went_idle(uint64_t busy_ns, uint64_t elapsed_ns, bool runnable, int
 	return !runnable && 2 * sampler_permille(busy_ns, elapsed_ns) < threshold;
 }
 
-/* Reads /proc/PID/task/TID/NAME into BUF; -ESRCH once the thread is gone. */
-static int read_task_file(pid_t pid, pid_t tid, const char *name, char *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof path, "/proc/%d/task/%d/%s", (int)pid, (int)tid, name);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	n = read(fd, buf, len - 1);
-	if (n < 0)
-		n = -errno;
-	close(fd);
-	if (n < 0)
-		return (int)n;
-	buf[n] = '\0';
-	return 0;
-}
-
 int episode_thread_busy(pid_t pid, pid_t tid, uint64_t *busy_ns, bool *runnable)
 {
 	char buf[512];
-	const char *paren;
+	struct procfs_stat st;
 	uint64_t run, delay;
+	ssize_t n;
 	int rc;
 
-	if ((rc = read_task_file(pid, tid, "schedstat", buf, sizeof buf)) < 0 ||
-	    (rc = sampler_parse_schedstat(buf, &run, &delay)) < 0)
+	if ((n = procfs_read_file(pid, tid, "schedstat", buf, sizeof buf)) < 0)
+		return (int)n;
+	if ((rc = sampler_parse_schedstat(buf, &run, &delay)) < 0)
 		return rc;
 	*busy_ns = run + delay;
-	/* "4242 (name) R 1 ...": the state follows the last ')', since the
-	 * name may hold one. */
-	if ((rc = read_task_file(pid, tid, "stat", buf, sizeof buf)) < 0)
+	if ((rc = procfs_read_stat(pid, tid, &st)) < 0)
 		return rc;
-	paren = strrchr(buf, ')');
-	*runnable = paren && paren[1] == ' ' && paren[2] == 'R';
+	*runnable = st.state == 'R';
 	return 0;
 }

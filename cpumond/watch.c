@@ -10,9 +10,7 @@
 #include <unistd.h>
 
 #include "cpumond/log.h"
-
-/* include/linux/sched.h: set in stat's flags for kernel threads. */
-#define PF_KTHREAD 0x00200000UL
+#include "procfs/procfs.h"
 
 enum { ITEM_PID, ITEM_TICS_BEGAN, ITEM_CMD, ITEM_FLAGS, ITEM_FIXED };
 
@@ -179,30 +177,6 @@ static int push_proc(struct watch *w, const struct pids_stack *stack, pid_t pid,
 	                PIDS_VAL(ITEM_CMD, str, stack, w->info));
 }
 
-/* /proc/PID/stat, from fs/proc/array.c (comm may hold spaces and
- * parentheses: it ends at the last ')'):
- *   "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 120 0 0 0 3 1 0 0 20 0 7 0 81234 ..."
- * field 9 is the flags, field 22 the start time in clock ticks since boot.
- * Returns 0, or -EINVAL. */
-static int parse_stat(const char *buf, char comm[16], unsigned long *flags,
-                      unsigned long long *start_ticks)
-{
-	const char *open = strchr(buf, '('), *close = strrchr(buf, ')');
-	size_t len;
-
-	if (!open || !close || close < open || close[1] != ' ')
-		return -EINVAL;
-	len = (size_t)(close - open - 1);
-	if (len > 15)
-		len = 15;
-	memcpy(comm, open + 1, len);
-	comm[len] = '\0';
-	if (sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u %*u "
-	           "%*d %*d %*d %*d %*d %*d %llu", flags, start_ticks) != 2)
-		return -EINVAL;
-	return 0;
-}
-
 /* The direct way for pid and pidfile watches: one read of the leader's
  * stat per pid asked for. */
 static int resolve_direct(struct watch *w)
@@ -213,11 +187,7 @@ static int resolve_direct(struct watch *w)
 	for (size_t i = 0; i < cfg->nwatches; i++) {
 		const struct watch_config *wc = &cfg->watches[i];
 		pid_t pid = wc->pid ? wc->pid : w->pidfile_pids[i];
-		unsigned long long start;
-		unsigned long flags;
-		char path[48], buf[1024], comm[16];
-		ssize_t n;
-		int fd;
+		struct procfs_stat st;
 
 		if (pid <= 0 || pid == w->self || (wc->pidfile && w->pidfile_pids[i] != pid))
 			continue;
@@ -226,19 +196,12 @@ static int resolve_direct(struct watch *w)
 		 * -T), which was most of a gated cycle; the leader's start time,
 		 * comm and flags are the process's, read in constant time.  A
 		 * zombie leader still has its stat. */
-		snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)pid);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;        /* no such process */
-		n = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		if (n <= 0)
+		if (procfs_read_stat(pid, pid, &st) < 0 || (st.flags & PROCFS_PF_KTHREAD))
+			continue;        /* no such process, or not one of ours */
+		st.comm[sizeof w->procs->comm - 1] = '\0';   /* cut as a watch_proc keeps it */
+		if (wc->comm && strcmp(wc->comm, st.comm) != 0)
 			continue;
-		buf[n] = '\0';
-		if (parse_stat(buf, comm, &flags, &start) < 0 || (flags & PF_KTHREAD))
-			continue;
-		if (wc->comm && strcmp(wc->comm, comm) != 0)
-			continue;
-		if (add_proc(w, pid, start, i, comm) < 0)
+		if (add_proc(w, pid, st.start_time, i, st.comm) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -319,7 +282,7 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 		const struct pids_stack *stack = fetch->stacks[r];
 		pid_t pid = PIDS_VAL(ITEM_PID, s_int, stack, w->info);
 
-		if (pid == w->self || (PIDS_VAL(ITEM_FLAGS, ul_int, stack, w->info) & PF_KTHREAD))
+		if (pid == w->self || (PIDS_VAL(ITEM_FLAGS, ul_int, stack, w->info) & PROCFS_PF_KTHREAD))
 			continue;
 		for (size_t i = 0; i < cfg->nwatches; i++) {
 			if (!watch_matches(w, &cfg->watches[i], stack, pid, pidfile_pids[i]))
@@ -389,7 +352,7 @@ void watch_why_empty(struct watch *w, size_t i, struct watch_why *why)
 		pid_t pid = PIDS_VAL(ITEM_PID, s_int, stack, w->info);
 		size_t owner;
 
-		if (pid == w->self || (PIDS_VAL(ITEM_FLAGS, ul_int, stack, w->info) & PF_KTHREAD) ||
+		if (pid == w->self || (PIDS_VAL(ITEM_FLAGS, ul_int, stack, w->info) & PROCFS_PF_KTHREAD) ||
 		    !watch_matches(w, wc, stack, pid, w->pidfile_pids[i]))
 			continue;
 		owner = owner_of(w, pid);
