@@ -78,6 +78,9 @@ static void say_empty_watches(struct daemon *d, const struct watch_proc *procs, 
 	}
 }
 
+/* One cycle, in the order of the data: the processes of each watch, the
+ * usage of their threads, the threads that trip, an episode each, and the
+ * events that ended written out. */
 static void run_cycle(struct daemon *d)
 {
 	const struct watch_proc *procs;
