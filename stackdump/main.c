@@ -9,7 +9,8 @@
  */
 #include "stackdump/stackdump.h"
 
-#include <dirent.h>
+#include "procfs/procfs.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -67,35 +68,14 @@ static bool parse_num(const char *s, long lo, long hi, long *v)
 	return errno == 0 && *end == '\0' && *v >= lo && *v <= hi;
 }
 
-/* The first line of a small /proc file, without its newline; "?" when
- * unreadable. */
-static void read_line(const char *path, char *buf, size_t size)
-{
-	FILE *f = fopen(path, "re");
-
-	if (!f || !fgets(buf, (int)size, f))
-		snprintf(buf, size, "?");
-	else
-		buf[strcspn(buf, "\n")] = '\0';
-	if (f)
-		fclose(f);
-}
-
-/* The process of thread TID: the Tgid line of /proc/TID/status. */
+/* The process of thread TID: the Tgid line of /proc/TID/status; -1 when
+ * it cannot be read. */
 static pid_t tgid_of(pid_t tid)
 {
-	char path[64], line[256];
-	pid_t pid = -1;
+	struct procfs_status st;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &pid) == 1)
-			break;
-	fclose(f);
-	return pid;
+	procfs_read_status(tid, 0, &st);
+	return st.tgid;
 }
 
 /* As stackdump_print, with each frame's absolute ip after its number, the
@@ -125,11 +105,11 @@ static int dump_one(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames, 
 		return r;
 	}
 
-	char path[64], tname[64], pname[64];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
-	read_line(path, tname, sizeof(tname));
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	read_line(path, pname, sizeof(pname));
+	char tname[PROCFS_COMM_MAX], pname[PROCFS_COMM_MAX];
+	if (procfs_read_comm(pid, tid, tname, sizeof(tname)) < 0)
+		strcpy(tname, "?");
+	if (procfs_read_comm(pid, 0, pname, sizeof(pname)) < 0)
+		strcpy(pname, "?");
 
 	printf("tid %d (", (int)tid);
 	stackdump_put_escaped(tname, stdout);
@@ -149,51 +129,6 @@ static int dump_one(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames, 
 	return 0;
 }
 
-static int cmp_tid(const void *a, const void *b)
-{
-	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* The threads of process PID, from /proc/PID/task, in ascending order (the
- * main thread first): *TIDS to free, *N of them.  Returns 0 or -errno. */
-static int list_threads(pid_t pid, pid_t **tids, size_t *n)
-{
-	char path[64];
-	struct dirent *de;
-	size_t cap = 0;
-	long tid;
-	DIR *d;
-
-	*tids = NULL;
-	*n = 0;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	if (!(d = opendir(path)))
-		return -errno;
-	while ((de = readdir(d))) {
-		if (!parse_num(de->d_name, 1, INT32_MAX, &tid))
-			continue;    /* "." and ".." */
-		if (*n == cap) {
-			pid_t *p = reallocarray(*tids, cap ? 2 * cap : 64, sizeof(**tids));
-
-			if (!p) {
-				closedir(d);
-				free(*tids);
-				*tids = NULL;
-				*n = 0;
-				return -ENOMEM;
-			}
-			*tids = p;
-			cap = cap ? 2 * cap : 64;
-		}
-		(*tids)[(*n)++] = (pid_t)tid;
-	}
-	closedir(d);
-	qsort(*tids, *n, sizeof(**tids), cmp_tid);
-	return 0;
-}
-
 /* Dumps every thread that process PID has when it starts, one after the
  * other, each stopped alone; a thread that exits or cannot be dumped is
  * said on stderr and the next one follows.  Threads created meanwhile are
@@ -204,7 +139,7 @@ static long dump_process(struct stackdump *sd, pid_t pid, int max_frames, bool a
 	pid_t *tids;
 	size_t n;
 	long dumped = 0;
-	int e = list_threads(pid, &tids, &n);
+	int e = procfs_read_tasks(pid, &tids, &n);
 
 	if (e < 0)
 		return e;

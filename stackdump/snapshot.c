@@ -8,9 +8,10 @@
  */
 #include "stackdump/snapshot.h"
 
+#include "procfs/procfs.h"
+
 #include <errno.h>
 #include <stddef.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -255,22 +256,6 @@ static enum wait_result wait_stop(pid_t tid, uint64_t t0, const sigset_t *block,
 	return res;
 }
 
-/* Reads a small /proc file into BUF, NUL-terminated; false when it cannot. */
-static bool read_small(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = -1;
-
-	if (fd >= 0) {
-		do
-			n = read(fd, buf, size - 1);
-		while (n < 0 && errno == EINTR);
-		close(fd);
-	}
-	buf[n > 0 ? n : 0] = '\0';
-	return n > 0;
-}
-
 /* COMM with anything but printable ASCII replaced by '?' (it goes into a
  * message that is printed and logged). */
 static void sanitize(char *s)
@@ -282,8 +267,8 @@ static void sanitize(char *s)
 
 static int attach_error(pid_t pid, pid_t tid, int e, char *err, size_t errsize)
 {
-	char path[64], buf[4096], ebuf[64];
-	long tracer = -1;
+	struct procfs_status st;
+	char ebuf[64];
 
 	if (e == ESRCH) {
 		set_error(err, errsize, "tid %d exited", (int)tid);
@@ -294,21 +279,14 @@ static int attach_error(pid_t pid, pid_t tid, int e, char *err, size_t errsize)
 		          errstr(e, ebuf, sizeof(ebuf)));
 		return -e;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
-	if (read_small(path, buf, sizeof(buf))) {
-		const char *t = strstr(buf, "\nTracerPid:");
-		if (t)
-			tracer = strtol(t + 11, NULL, 10);
-	}
-	if (tracer > 0) {
-		char comm[64];
-		snprintf(path, sizeof(path), "/proc/%ld/comm", tracer);
-		if (!read_small(path, comm, sizeof(comm)))
+	procfs_read_status(pid, tid, &st);
+	if (st.tracer_pid > 0) {
+		char comm[PROCFS_COMM_MAX];
+		if (procfs_read_comm((pid_t)st.tracer_pid, 0, comm, sizeof(comm)) < 0)
 			strcpy(comm, "?");
-		comm[strcspn(comm, "\n")] = '\0';
 		sanitize(comm);
 		set_error(err, errsize, "cannot attach to tid %d: operation not permitted "
-		          "(TracerPid %ld: %s)", (int)tid, tracer, comm);
+		          "(TracerPid %ld: %s)", (int)tid, st.tracer_pid, comm);
 	} else {
 		set_error(err, errsize, "cannot attach to tid %d: operation not permitted "
 		          "(kernel.yama.ptrace_scope or missing CAP_SYS_PTRACE)", (int)tid);

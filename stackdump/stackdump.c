@@ -27,9 +27,9 @@
 #include "stackdump/procmaps.h"
 #include "stackdump/snapshot.h"
 #include "stackdump/unwind.h"
+#include "procfs/procfs.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -66,110 +66,33 @@ static const char *errstr(int e, char *buf, size_t size)
 	return buf;
 }
 
-/* Reads a small /proc file into BUF, NUL-terminated.  Returns its length or
- * -errno (-ESRCH when it does not exist). */
-static ssize_t read_file(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	ssize_t n;
-	do
-		n = read(fd, buf, size - 1);
-	while (n < 0 && errno == EINTR);
-	int e = errno;
-	close(fd);
-	if (n < 0)
-		return e == ESRCH ? -ESRCH : -e;
-	buf[n] = '\0';
-	return n;
-}
-
-/* Fields of a stat line such as
- * "4242 (hot-0) R 4240 4240 1020 34816 4240 4194368 ... 20 0 11 0 73245 2375680 ..."
- * (the comm may contain spaces and parentheses: parse after the last ')'). */
-struct stat_fields {
-	char state;                     /* field 3 */
-	unsigned long flags;            /* field 9, PF_* */
-	unsigned long long start_time;  /* field 22, clock ticks after boot */
-	unsigned long long vsize;       /* field 23, bytes of address space */
-	int processor;                  /* field 39, the CPU it last ran on */
-};
-
-#define PF_EXITING 0x00000004       /* include/linux/sched.h */
-#define PF_KTHREAD 0x00200000
-
-static int parse_stat(const char *line, struct stat_fields *sf)
-{
-	const char *p = strrchr(line, ')');
-
-	if (!p || p[1] != ' ' || p[2] == '\0')
-		return -EINVAL;
-	sf->state = p[2];
-	p += 3;
-	for (int field = 4; field <= 39; field++) {
-		char *end;
-
-		while (*p == ' ')
-			p++;
-		errno = 0;
-		if (field == 9)
-			sf->flags = strtoul(p, &end, 10);
-		else if (field == 22)
-			sf->start_time = strtoull(p, &end, 10);
-		else if (field == 23)
-			sf->vsize = strtoull(p, &end, 10);
-		else if (field == 39)
-			sf->processor = (int)strtol(p, &end, 10);
-		else
-			end = strchr(p, ' ');
-		if (!end || end == p || errno)
-			return -EINVAL;
-		p = end;
-	}
-	return 0;
-}
-
-static int read_stat(const char *path, struct stat_fields *sf)
-{
-	char buf[1024];
-	ssize_t n = read_file(path, buf, sizeof(buf));
-
-	if (n < 0)
-		return (int)n;
-	return parse_stat(buf, sf);
-}
-
-/* Whether the thread whose stat file is PATH (or SF) is gone or on its way
- * out: PTRACE_SEIZE refuses a thread that has begun to exit with EPERM,
- * the error a missing privilege gives, and an exiting thread may be in D
- * for a moment (each 1 dump in 1,000 of threads that come and go,
- * tests/faults/test_stopped.py). */
 /* The start time of process PID: its leader thread's.  From the leader's
  * own stat, not /proc/PID/stat, which sums the times of every thread
  * (about 150 µs more per read at 1,000 threads). */
 static int process_start(pid_t pid, unsigned long long *start)
 {
-	char path[48];
-	struct stat_fields sf = { 0 };
+	struct procfs_stat st;
+	int r = procfs_read_stat(pid, pid, &st);
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)pid);
-	int r = read_stat(path, &sf);
-	*start = sf.start_time;
+	*start = st.start_time;
 	return r;
 }
 
-static bool stat_exiting(const struct stat_fields *sf)
+static bool stat_exiting(const struct procfs_stat *st)
 {
-	return sf->state == 'Z' || sf->state == 'X' || (sf->flags & PF_EXITING);
+	return st->state == 'Z' || st->state == 'X' || (st->flags & PROCFS_PF_EXITING);
 }
 
-static bool thread_exiting(const char *path)
+/* Whether thread TID of PID is gone or on its way out: PTRACE_SEIZE
+ * refuses a thread that has begun to exit with EPERM, the error a missing
+ * privilege gives, and an exiting thread may be in D for a moment (each 1
+ * dump in 1,000 of threads that come and go, tests/faults/test_stopped.py). */
+static bool thread_exiting(pid_t pid, pid_t tid)
 {
-	struct stat_fields sf = { 0 };
-	int r = read_stat(path, &sf);
+	struct procfs_stat st;
+	int r = procfs_read_stat(pid, tid, &st);
 
-	return r == -ESRCH || (r == 0 && stat_exiting(&sf));
+	return r == -ESRCH || (r == 0 && stat_exiting(&st));
 }
 
 /* ---- processes ---- */
@@ -422,8 +345,8 @@ void stackdump_forget(struct stackdump *sd, pid_t pid)
 int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
                      struct stackdump_stack *out)
 {
-	char path[64], ebuf[64];
-	struct stat_fields sf = { 0 };
+	char ebuf[64];
+	struct procfs_stat sf;
 	struct addrspace *p;
 
 	memset(out, 0, sizeof(*out));
@@ -447,14 +370,14 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	}
 
 	/* Step 1. */
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	int r = read_stat(path, &sf);
+	int r = procfs_read_stat(pid, tid, &sf);
 	if (r == -ESRCH || (r == 0 && stat_exiting(&sf))) {
 		set_error(out, "tid %d exited", (int)tid);
 		return -ESRCH;
 	}
 	if (r < 0) {
-		set_error(out, "cannot read %s: %s", path, errstr(-r, ebuf, sizeof(ebuf)));
+		set_error(out, "cannot read /proc/%d/task/%d/stat: %s", (int)pid, (int)tid,
+		          errstr(-r, ebuf, sizeof(ebuf)));
 		return r;
 	}
 	/* PTRACE_INTERRUPT does not stop a thread in D until it leaves D
@@ -463,7 +386,7 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 		set_error(out, "tid %d is in uninterruptible sleep (D)", (int)tid);
 		return -EAGAIN;
 	}
-	if (sf.flags & PF_KTHREAD) {
+	if (sf.flags & PROCFS_PF_KTHREAD) {
 		set_error(out, "tid %d is a kernel thread: it has no user stack", (int)tid);
 		return -EPERM;
 	}
@@ -493,7 +416,7 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	                  &sd->snap, out->error, sizeof(out->error));
 	out->stop_ns = sd->snap.stop_ns;
 	out->stop_start_ns = sd->snap.stop_start_ns;
-	if (r == -EPERM && thread_exiting(path)) {
+	if (r == -EPERM && thread_exiting(pid, tid)) {
 		set_error(out, "tid %d exited", (int)tid);
 		return -ESRCH;
 	}

@@ -1,6 +1,7 @@
 /* targetfs: a traced process's files as it sees them.  See targetfs.h. */
 #include "stackdump/targetfs.h"
 
+#include "procfs/procfs.h"
 #include "stackdump/elfinfo.h"
 
 #include <elf.h>
@@ -47,16 +48,14 @@ static int regular(int fd, struct stat *st)
 /* PATH resolved in the root of PID, with fstat in ST (may be NULL). */
 static int open_in_root(pid_t pid, const char *path, struct stat *st)
 {
-	char root[48];
 	struct open_how how = {
 		.flags = OPEN_FLAGS,
 		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
+	int dir = procfs_open(pid, 0, "root", O_PATH | O_DIRECTORY);
 
-	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-	int dir = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
+		return dir;
 	int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof(how));
 	int e = errno;
 	close(dir);
@@ -118,22 +117,15 @@ int targetfs_verdict(bool exact, const char *file_id, const char *mem_id)
 	return same ? 0 : -ESTALE;
 }
 
-static bool ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 int targetfs_open_mapped(pid_t pid, const struct procmaps_entry *e, bool *exact)
 {
 	char path[PATH_MAX];
 	struct stat st;
+	bool deleted;
 
 	*exact = false;
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
-	         (int)pid, e->start, e->end);
-	int fd = open(path, OPEN_FLAGS);
+	snprintf(path, sizeof(path), "map_files/%" PRIx64 "-%" PRIx64, e->start, e->end);
+	int fd = procfs_open(pid, 0, path, OPEN_FLAGS);
 	if (fd >= 0) {
 		/* The kernel's own link to the mapped file: exact, whatever
 		 * numbers fstat gives (Linux 6.8+ shows overlayfs's in maps and
@@ -144,8 +136,7 @@ int targetfs_open_mapped(pid_t pid, const struct procmaps_entry *e, bool *exact)
 	}
 	/* The executable, also deleted since or under a directory our user
 	 * may not walk: /proc/PID/exe needs only the ptrace access check. */
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	fd = open(path, OPEN_FLAGS);
+	fd = procfs_open(pid, 0, "exe", OPEN_FLAGS);
 	if (fd >= 0 && (fd = regular(fd, &st)) >= 0) {
 		if (targetfs_same_inode(&st, e->dev_major, e->dev_minor, e->inode)) {
 			*exact = true;
@@ -153,15 +144,14 @@ int targetfs_open_mapped(pid_t pid, const struct procmaps_entry *e, bool *exact)
 		}
 		close(fd);
 	}
-	if (e->path[0] != '/' || ends_with(e->path, " (deleted)"))
+	procfs_parse_exe(e->path, &deleted);
+	if (e->path[0] != '/' || deleted)
 		return -ENOENT;
-	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
 	char root[PATH_MAX];
-	ssize_t n = readlink(path, root, sizeof(root) - 1);
-	if (n < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	root[n] = '\0';
-	int r = targetfs_maps_path(root, e->path, path, sizeof(path));
+	int r = procfs_read_link(pid, "root", root, sizeof(root));
+	if (r < 0)
+		return r;
+	r = targetfs_maps_path(root, e->path, path, sizeof(path));
 	if (r < 0)
 		return r;
 	fd = open_in_root(pid, path, &st);
