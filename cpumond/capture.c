@@ -1,15 +1,14 @@
 #include "cpumond/capture.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cpumond/clock.h"
 #include "cpumond/log.h"
+#include "procfs/procfs.h"
 #include "stackdump/stackdump.h"
 
 struct capture {
@@ -23,32 +22,6 @@ struct capture {
 	double tokens;                   /* dump budget, see take_dump_token */
 	uint64_t tokens_ms;
 };
-
-/* Reads a short /proc text file into BUF without its trailing newline;
- * BUF is "" when it cannot be read (the thread is gone). */
-static void read_proc_line(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, len - 1);
-
-	if (fd >= 0)
-		close(fd);
-	if (n < 0)
-		n = 0;
-	buf[n] = '\0';
-	if (n > 0 && buf[n - 1] == '\n')
-		buf[n - 1] = '\0';
-}
-
-static void read_exe(pid_t pid, char *buf, size_t len)
-{
-	char path[32];
-	ssize_t n;
-
-	snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
-	n = readlink(path, buf, len - 1);
-	buf[n < 0 ? 0 : n] = '\0';
-}
 
 void capture_event_free(struct capture_event *ev)
 {
@@ -198,7 +171,7 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
                    uint64_t now_ms)
 {
 	struct capture_event *ev;
-	char exe[PATH_MAX], path[64];
+	char exe[PATH_MAX];
 	bool go_on;
 
 	if (episode_running(c, t->tid) || !(ev = event_new(c, proc, t, wc)))
@@ -206,9 +179,9 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
 	/* Dump first: the sooner the thread is caught, the likelier it is still
 	 * in the code that made it hot. */
 	go_on = take_sample(c, ev, now_ms);
-	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)t->pid, (int)t->tid);
-	read_proc_line(path, ev->thread, sizeof ev->thread);
-	read_exe(t->pid, exe, sizeof exe);
+	/* Either is "" when the thread or its process is gone by now. */
+	procfs_read_comm(t->pid, t->tid, ev->thread, sizeof ev->thread);
+	procfs_read_link(t->pid, "exe", exe, sizeof exe);
 	ev->exe = strdup(exe);
 	/* More episodes than dumps per second could not get one sample each. */
 	if (go_on && c->nactive < (size_t)c->cfg->max_dumps_per_second) {
