@@ -105,9 +105,20 @@ $(B)/bench/%: bench/%.c $(B)/libcpumond.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench/kit/: the stop benchmark's target and ptrace floor, programs of
+# their own without cpumond's code; frames kept for the tools that unwind
+# pausemeter.
+KIT_CFLAGS := -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls \
+              -pthread $(WARN) $(filter -Werror,$(CFLAGS))
+$(B)/bench/unwindbench: KIT_LIBS = $(shell pkg-config --libs libunwind-ptrace 2>/dev/null)
+$(B)/bench/%: bench/kit/%.c bench/kit/benchutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(KIT_CFLAGS) -o $@ $< $(KIT_LIBS)
+
 bench: test-deps
 	$(MAKE) $(B)/cpumond $(B)/bench/sampler_bench $(B)/bench/cpuwatch $(B)/bench/gate_bench \
-	  $(B)/bench/churn_bench $(B)/bench/stop_bench $(B)/tests/hotchain $(B)/tests/churn
+	  $(B)/bench/churn_bench $(B)/bench/stop_bench $(B)/bench/pausemeter $(B)/bench/unwindbench \
+	  $(B)/tests/hotchain $(B)/tests/churn
 	B=$(B) bench/run.sh
 
 # libFuzzer targets: tests/fuzz/fuzz_NAME.c with its seeds and regression

@@ -1,7 +1,7 @@
 /* stop_bench: cpumond's stack dump as the daemon does it -- one dumper,
  * the same thread dumped again and again with a gap -- for
  * bench/stop_bench.py, which pairs each dump's window with the stops the
- * target (../shared/bench/pausemeter) saw.
+ * target (bench/kit/pausemeter.c) saw.
  *
  *   stop_bench --pid P --tid T [--reps N] [--gap-ms G] [--windows FILE]
  *              [--registers-only]

@@ -2,13 +2,13 @@
 """How long one stack dump stops the hot thread, as the target sees it:
 cpumond's stackdump next to eu-stack, gdb and the ptrace floor, in one run.
 
-The target is ../shared/bench/pausemeter (its hot thread spins in
+The target is bench/kit/pausemeter.c (its hot thread spins in
 clock_gettime and records every gap between two reads over 20 us, with its
 CLOCK_MONOTONIC start).  Each dump has a window (CLOCK_MONOTONIC):
 INTERRUPT..DETACH for cpumond (bench/stop_bench.c, one dumper dumping the
 same thread with a gap, as the daemon does), for cpumond's stop with only
 the registers read (stop_bench --registers-only) and for the kit's floor
-(unwindbench --mode floor: interrupt, waitpid, GETREGS, detach),
+(bench/kit/unwindbench.c --mode floor: interrupt, waitpid, GETREGS, detach),
 exec..exit of the process for eu-stack and gdb.  Seen stop = the largest gap of the hot
 thread overlapping the window (0 below 20 us); bystander = the lateness of
 pausemeter's 1 ms sleeper overlapping each window, median and max over the
@@ -16,8 +16,10 @@ windows (above its baseline it means a tool stopped other threads too).
 
     bench/stop_bench.py [--build DIR] [--sleepers "10 1000"] [--reps N] ...
 
-Prints a Markdown table.  Needs root (or ptrace rights), gdb and eu-stack
-(elfutils); a tool that is missing gets a row saying so.
+The three programs are DIR/bench/stop_bench, pausemeter and unwindbench
+(bench/stop_bench.sh or make bench builds them).  Prints a Markdown table.
+Needs root (or ptrace rights), gdb and eu-stack (elfutils); a tool that is
+missing gets a row saying so.
 """
 import argparse
 import os
@@ -31,7 +33,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KIT = os.path.join(os.path.dirname(ROOT), "shared", "bench")
 
 
 def pct(xs, p):
@@ -135,7 +136,6 @@ def external(cmd, reps, pause):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--kit", default=KIT, help="the ../shared/bench sources")
     ap.add_argument("--sleepers", default="10 1000")
     ap.add_argument("--reps", type=int, default=200, help="cpumond and floor dumps")
     ap.add_argument("--gap-ms", type=int, default=20)
@@ -145,17 +145,16 @@ def main():
                     help="the tools take turns this many times")
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="stop_bench.")
-    kit_out = os.path.join(args.build, "bench", "anchors")
-    os.makedirs(kit_out, exist_ok=True)
-    r = subprocess.run(["make", "-s", "-C", args.kit, "O=" + os.path.abspath(kit_out)],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        print(r.stdout, file=sys.stderr)
+    progs = {name: os.path.join(args.build, "bench", name)
+             for name in ("stop_bench", "pausemeter", "unwindbench")}
+    missing = [p for p in progs.values() if not os.access(p, os.X_OK)]
+    if missing:
+        print(f"stop_bench.py: no {' '.join(missing)}: build them with "
+              f"make B={args.build} {' '.join(missing)} (bench/stop_bench.sh does)", file=sys.stderr)
         return 1
-    pausemeter = os.path.join(kit_out, "pausemeter")
-    unwindbench = os.path.join(kit_out, "unwindbench")
-    stop_bench = os.path.join(args.build, "bench", "stop_bench")
+    pausemeter, unwindbench, stop_bench = (progs["pausemeter"], progs["unwindbench"],
+                                           progs["stop_bench"])
+    tmp = tempfile.mkdtemp(prefix="stop_bench.")
 
     print("Stop of the hot thread of pausemeter, as the target saw it (µs; 0 = under "
           "pausemeter's 20 µs threshold).  Windows: cpumond, registers only and floor = "

@@ -5,5 +5,5 @@
 #   B=build bench/stop_bench.sh [stop_bench.py options]
 set -eu
 B=${B:-build}
-make -s "$B/bench/stop_bench"
+make -s B="$B" "$B/bench/stop_bench" "$B/bench/pausemeter" "$B/bench/unwindbench"
 exec python3 bench/stop_bench.py --build "$B" "$@"

@@ -43,7 +43,7 @@
 #define UID_MAX_VALID 4294967294LL              /* (uid_t)-1 is "no uid" */
 #define COMM_MAX 15                             /* TASK_COMM_LEN less the NUL */
 /* An episode samples one thread every sample_interval: below 10 ms the
- * stops (tens of µs each, DESIGN.md) would start to cost the thread a
+ * stops (tens of µs each, bench/README.md §5) would start to cost the thread a
  * visible share of its time; above 10 s an episode outlives any interval. */
 #define SAMPLE_INTERVAL_MIN_MS 10
 #define SAMPLE_INTERVAL_MAX_MS 10000

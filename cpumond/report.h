@@ -7,7 +7,7 @@
  * the database read-only and never blocks the daemon.
  *
  * Several databases (copied from many hosts) make one window: a stack hash
- * is the same for the same build on every host (DESIGN.md, "Stack
+ * is the same for the same build on every host (README.md, "Stack
  * identity"), so their stacks count together, and each group says on which
  * hosts (the events' host column) its samples were taken.
  *

@@ -8,7 +8,7 @@
  * The hot path keeps /proc/PID/task/TID/schedstat open and preads it: about
  * 1-2.5 µs per thread against 15 µs for libproc2's PIDS_SELECT_PID_THREADS,
  * which opens and parses stat and status for every thread every time
- * (../shared/bench/results-anchors.md).  Nothing is allocated per thread per
+ * (bench/README.md §1 and §7).  Nothing is allocated per thread per
  * cycle once a thread is known.
  *
  * Two shortcuts below the per-thread floor (bench/README.md has the numbers):

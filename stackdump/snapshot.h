@@ -4,7 +4,7 @@
  * Everything else (unwinding, modules, names) works on the copy after the
  * thread runs again, so the stop does not grow with stack depth, thread
  * count or symbol lookup.  Measured on a 1,003-thread target (see
- * ../shared/bench/results-anchors.md): unwinding while stopped 1.3-3 ms;
+ * bench/README.md §7): unwinding while stopped 1.3-3 ms;
  * interrupt, GETREGS, 16 KiB process_vm_readv, detach 55 µs as seen by the
  * target.
  *

@@ -12,7 +12,7 @@
  *      them; modules, build-ids, offsets and symbol names (elfinfo.c).
  *
  * Measured on a 1,003-thread target as the target sees it
- * (../shared/bench): libunwind-ptrace unwinding while the thread is stopped
+ * (bench/README.md §7): libunwind-ptrace unwinding while the thread is stopped
  * stops it 1.3 ms warm, 3.0 ms cold; the stop and copy alone, 55 µs.
  *
  * Threads that do not stop within the deadline stay traced with an interrupt

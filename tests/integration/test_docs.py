@@ -17,7 +17,10 @@ Every list is taken from the programs or the build, never written here:
 - every default cpumond.conf(5), config/cpumond.conf and README.md give for
   a [cpumond] key is the one `cpumond check-config` fills in;
 - groff (and mandoc, where installed) formats the man pages without a
-  warning.
+  warning;
+- no tracked file points at documents outside the repository (the design
+  notes or the shared folder of the workplace it was written in): what they
+  said is written in README.md's "Architecture" and bench/README.md.
 
 Prints "ok - NAME" / "not ok - NAME: why" / "skip - NAME: why" and ends
 with "N passed, N failed, N skipped"; exit status 0 only when nothing failed.
@@ -153,6 +156,28 @@ def test_packages():
               f"README lacks {[p for p in wanted if p not in listed]}, "
               f"has besides {[p for p in listed if p not in wanted]}" if m and set(listed) != set(wanted)
               else f"README {listed}, Makefile {wanted}")
+
+
+# Spelled in pieces, so that this file does not match itself.
+OUTSIDE = re.compile(("DESIGN" + r"\.md|\.\./" + "shared" + r"\b|/work/" + "shared").encode())
+
+
+def test_no_outside_pointers():
+    p = run(["git", "-C", ROOT, "ls-files", "-z"])
+    if p.returncode != 0:
+        skip("no tracked file points outside the repository", f"not a git checkout: {p.stderr.strip()}")
+        return
+    found = []
+    for name in filter(None, p.stdout.split("\0")):
+        try:
+            with open(os.path.join(ROOT, name), "rb") as f:
+                lines = f.read().splitlines()
+        except OSError:   # deleted in the working tree, not yet in the index
+            continue
+        found += [f"{name}:{i}: {line.decode(errors='replace').strip()[:100]}"
+                  for i, line in enumerate(lines, 1) if OUTSIDE.search(line)]
+    check("no tracked file points at the design notes or the shared folder outside the repository",
+          not found, "; ".join(found[:20]) + (f" and {len(found) - 20} more" if len(found) > 20 else ""))
 
 
 def test_versions(build):
@@ -358,7 +383,7 @@ def main():
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpumond-docs-") as tmp:
-        testlib.run([test_packages, test_lint])
+        testlib.run([test_packages, test_lint, test_no_outside_pointers])
         testlib.run([test_versions, test_options], args.build)
         testlib.run([test_json_keys, test_config], args.build, tmp)
     return summary()
