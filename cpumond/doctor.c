@@ -2,7 +2,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -21,7 +20,7 @@
 #include "cpumond/log.h"
 #include "cpumond/watch.h"
 #include "procfs/procfs.h"
-#include "stackdump/elfinfo.h"
+#include "stackdump/stackdump.h"
 
 /* Capability bits (linux/capability.h). */
 #define CAP_BIT_SYS_PTRACE 19
@@ -33,9 +32,6 @@
 
 /* A watch's line names this many of its processes, then counts the rest. */
 #define WATCH_PROCS_SHOWN 5
-
-/* Where stackdump finds the symbols of a stripped file (see modules.c). */
-#define DEBUG_DIR "/usr/lib/debug/.build-id"
 
 static bool has_cap(uint64_t mask, int bit)
 {
@@ -247,9 +243,9 @@ void doctor_check_exe(const char *exe, int err, const char *build_id, const char
 		set(r, DOCTOR_WARN, "%s is stripped (%s): frames inside it will show as "
 		    "module+offset, not function names", exe,
 		    symsrc && symsrc[0] ? "exported names only" : "no symbols");
-		set_fix(r, "install its debug symbols (" DEBUG_DIR "/%.2s/%s.debug, e.g. the "
-		        "-dbgsym package), or build it without stripping .symtab", build_id,
-		        build_id + 2);
+		set_fix(r, "install its debug symbols (" STACKDUMP_DEBUG_DIR "/.build-id/%.2s/%s.debug, "
+		        "e.g. the -dbgsym package), or build it without stripping .symtab",
+		        build_id, build_id + 2);
 	} else {
 		set(r, DOCTOR_OK, "%s has build-id %.12s and names (%s)", exe, build_id, symsrc);
 	}
@@ -545,12 +541,11 @@ static void check_process(struct reporter *rp, const struct watch_proc *p, uint6
 static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***seen,
                       size_t *nseen, struct tally *exes)
 {
+	struct stackdump_sources src;
 	struct doctor_result r;
-	struct elfinfo ei;
-	char exe[PATH_MAX], dbg[512];
-	const char *symsrc;
+	char exe[PATH_MAX];
 	char **grown;
-	int fd, e = procfs_read_link(p->pid, "exe", exe, sizeof exe);
+	int e = procfs_read_link(p->pid, "exe", exe, sizeof exe);
 
 	if (e < 0) {
 		if (!gone(-e)) {
@@ -571,29 +566,11 @@ static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***s
 	*seen = grown;
 	++*nseen;
 	/* Through /proc/PID/exe: the very file that runs, even when the path
-	 * now names another or lies in another mount namespace. */
-	fd = procfs_open(p->pid, 0, "exe", O_RDONLY);
-	if (fd < 0) {
-		doctor_check_exe(exe, -fd, "", "", &r);
-		tally_emit(rp, exes, &r);
-		return;
-	}
-	e = elfinfo_read_fd(fd, &ei);
-	close(fd);
-	if (e < 0) {
-		doctor_check_exe(exe, -e, "", "", &r);
-		tally_emit(rp, exes, &r);
-		return;
-	}
-	symsrc = ei.symsrc ? ei.symsrc : "";
-	if (strcmp(symsrc, ".symtab") != 0 && strlen(ei.build_id) >= 4) {
-		snprintf(dbg, sizeof dbg, DEBUG_DIR "/%.2s/%s.debug", ei.build_id, ei.build_id + 2);
-		if (access(dbg, R_OK) == 0)
-			symsrc = "debug file";
-	}
-	doctor_check_exe(exe, 0, ei.build_id, symsrc, &r);
+	 * now names another or lies in another mount namespace; its names as
+	 * the unwinder would find them, debug files included. */
+	e = stackdump_module_sources(p->pid, NULL, NULL, &src);
+	doctor_check_exe(exe, -e, src.build_id, src.symbols, &r);
 	tally_emit(rp, exes, &r);
-	elfinfo_free(&ei);
 }
 
 /* The database, its -wal and -shm (kept by the daemon: readers cannot

@@ -59,8 +59,8 @@ void doctor_check_tracer(pid_t pid, pid_t tid, long tracer, const char *tracer_c
 
 /* The executable EXE of a watched process: ERR the errno of reading it
  * (0: read), BUILD_ID its GNU build-id in hex ("" when none), SYMSRC where
- * its function names come from, as elfinfo says (".symtab", ".dynsym", ...,
- * "" when nowhere). */
+ * its function names come from, as stackdump_module_sources says
+ * (".symtab", ".dynsym", ..., "debug file", "" when nowhere). */
 void doctor_check_exe(const char *exe, int err, const char *build_id, const char *symsrc,
                       struct doctor_result *r);
 

@@ -642,6 +642,7 @@ static int read_debug_frame(const struct src *s, const Elf64_Shdr *sh, const cha
 	r = debugframe_convert((const unsigned char *)sec, size, ei->vaddr_lo, ei->vaddr_hi,
 	                       span < ELFINFO_MAX_EH_DATA ? span : ELFINFO_MAX_EH_DATA, &ei->dbg);
 	free(sec);
+	ei->dbg_compressed = ei->dbg.count && ((sh->sh_flags & SHF_COMPRESSED) || name[1] == 'z');
 	return r == -ENOMEM ? r : 0;
 }
 

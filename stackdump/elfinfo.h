@@ -90,6 +90,8 @@ struct elfinfo {
 	/* .debug_frame in .eh_frame form, for code its .eh_frame does not
 	 * cover; at most vaddr_hi - vaddr_lo bytes (see unwind.c). */
 	struct debugframe dbg;
+	bool dbg_compressed;        /* that .debug_frame was stored compressed
+	                               (SHF_COMPRESSED, or .zdebug_frame) */
 	struct elfinfo_sym *syms;   /* sized FUNC/IFUNC symbols by value */
 	size_t nsyms;
 	char *strtab;               /* NUL-terminated copy of their string table */

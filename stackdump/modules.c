@@ -2,11 +2,13 @@
  * modules.h. */
 #include "stackdump/modules.h"
 
+#include "stackdump/stackdump.h"
 #include "stackdump/targetfs.h"
 
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +77,6 @@ static void modules_clear(struct modules *ms)
 	ms->gen++;
 }
 
-/* Where distributions install the separate debug files of their packages
- * (libc6-dbg, *-dbgsym), by build-id: the full .symtab of a stripped file. */
-#define DEBUG_DIR "/usr/lib/debug/.build-id"
-
 /* Takes the symbols of the debug file FD (closed) into ELF when it has
  * ELF's build-id; true when it did. */
 static bool take_debug_symbols(int fd, struct elfinfo *elf)
@@ -107,19 +105,59 @@ static bool take_debug_symbols(int fd, struct elfinfo *elf)
 	return took;
 }
 
-/* The debug file of a stripped module of process PID: in PID's root first
+/* The debug file of ELF, a module of process PID without .symtab, by its
+ * build-id below DEBUG_DIR (NULL: STACKDUMP_DEBUG_DIR): in PID's root first
  * (a container installs its own -dbgsym packages), then in ours.  Either
  * is taken only with the module's build-id, so the host's serves a
- * container's library only when it is the same build. */
-static void debug_file_symbols(pid_t pid, struct elfinfo *elf)
+ * container's library only when it is the same build.  The path taken
+ * goes to TAKEN (SIZE bytes; may be NULL), "" when none was, with *OURS. */
+static void debug_file_symbols(pid_t pid, const char *debug_dir, struct elfinfo *elf,
+                               char *taken, size_t size, bool *ours)
 {
-	char path[sizeof(DEBUG_DIR) + sizeof(elf->build_id) + 16];
+	char path[PATH_MAX];
+	bool in_root;
 
+	if (taken)
+		taken[0] = '\0';
 	if (strcmp(elf->symsrc ? elf->symsrc : "", ".symtab") == 0 || strlen(elf->build_id) < 4)
 		return;
-	snprintf(path, sizeof(path), DEBUG_DIR "/%.2s/%s.debug", elf->build_id, elf->build_id + 2);
-	if (!take_debug_symbols(targetfs_open(pid, path), elf))
-		take_debug_symbols(open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), elf);
+	if ((size_t)snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug",
+	                     debug_dir ? debug_dir : STACKDUMP_DEBUG_DIR, elf->build_id,
+	                     elf->build_id + 2) >= sizeof(path))
+		return;
+	in_root = take_debug_symbols(targetfs_open(pid, path), elf);
+	if (!in_root && !take_debug_symbols(open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), elf))
+		return;
+	if (taken) {
+		snprintf(taken, size, "%s", path);
+		*ours = !in_root;
+	}
+}
+
+int stackdump_module_sources(pid_t pid, const char *path, const char *debug_dir,
+                             struct stackdump_sources *out)
+{
+	struct elfinfo elf;
+	int fd = path ? targetfs_open(pid, path) : targetfs_open_exe(pid);
+
+	memset(out, 0, sizeof(*out));
+	out->symbols = "";
+	if (fd < 0)
+		return fd;
+	int r = elfinfo_read_fd(fd, &elf);
+	close(fd);
+	if (r < 0)
+		return r;
+	debug_file_symbols(pid, debug_dir, &elf, out->debug_file, sizeof(out->debug_file),
+	                   &out->debug_file_ours);
+	snprintf(out->build_id, sizeof(out->build_id), "%s", elf.build_id);
+	out->symbols = elf.symsrc ? elf.symsrc : "";
+	out->eh_frame = elf.has_eh_table;
+	out->debug_frame = elf.dbg.count > 0;
+	out->debug_frame_compressed = elf.dbg_compressed;
+	snprintf(out->refused, sizeof(out->refused), "%s", elf.refused);
+	elfinfo_free(&elf);
+	return 0;
 }
 
 /* Symbols are cached per build-id: the same library seen through another
@@ -185,7 +223,7 @@ static struct module *module_get(struct modules *ms, pid_t pid, const struct pro
 	m->err = module_read(pid, e, mem_id, &m->elf);
 	share_symbols(ms, m);
 	if (m->err == 0 && !m->borrowed_syms)
-		debug_file_symbols(pid, &m->elf);
+		debug_file_symbols(pid, NULL, &m->elf, NULL, 0, NULL);
 	ms->v[ms->n++] = m;
 	return m;
 }

@@ -150,4 +150,41 @@ void stackdump_put_escaped(const char *s, FILE *out);
  * Reads no further than the terminating NUL. */
 int stackdump_utf8_len(const char *s);
 
+/* Where distributions install separate debug files (libc6-dbg, -dbgsym
+ * packages), found by build-id below it: .build-id/NN/REST.debug. */
+#define STACKDUMP_DEBUG_DIR "/usr/lib/debug"
+
+/* Where a module's function names and unwind tables come from. */
+struct stackdump_sources {
+	char build_id[129];         /* GNU build-id, lowercase hex; "" when none */
+	const char *symbols;        /* the names: ".symtab"; ".dynsym" (exported names
+	                               only); ".gnu_debugdata" or ".dynsym+.gnu_debugdata"
+	                               (MiniDebugInfo); "debug file" (debug_file's
+	                               .symtab); "" (none).  A static string */
+	char debug_file[4096];      /* the separate debug file the names come from,
+	                               found by build-id ("" when none): a path in the
+	                               process's root, or in ours when debug_file_ours */
+	bool debug_file_ours;
+	bool eh_frame;              /* unwind tables in .eh_frame, through its
+	                               .eh_frame_hdr search table */
+	bool debug_frame;           /* in .debug_frame, for the code .eh_frame does
+	                               not cover (Go's only tables) */
+	bool debug_frame_compressed;   /* that .debug_frame stored compressed */
+	char refused[160];          /* a compressed section not read, and why ("" none) */
+};
+
+/* Says where the names and unwind tables of a module of process PID come
+ * from, by the unwinder's own lookup (stackdump/modules.c), so that what
+ * this says is what a dump does: the file PATH as PID sees it (its mount
+ * namespace and root), or with PATH NULL its executable (/proc/PID/exe);
+ * then, for a file without .symtab, the debug file with its build-id
+ * below DEBUG_DIR/.build-id/ (NULL: STACKDUMP_DEBUG_DIR) in PID's root,
+ * else in ours, taken only when its build-id is the module's.  No
+ * .gnu_debuglink is followed, here or by the unwinder.  Returns 0, or the
+ * -errno of opening PATH (as targetfs_open: -ENOENT, -EACCES, -ESRCH, ...)
+ * or of reading it (-ENOEXEC: not an ELF file stackdump reads); *OUT is
+ * always set. */
+int stackdump_module_sources(pid_t pid, const char *path, const char *debug_dir,
+                             struct stackdump_sources *out);
+
 #endif

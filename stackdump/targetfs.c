@@ -71,6 +71,19 @@ int targetfs_open(pid_t pid, const char *path)
 	return open_in_root(pid, path, NULL);
 }
 
+/* /proc/PID/exe, with fstat in ST (may be NULL). */
+static int open_exe(pid_t pid, struct stat *st)
+{
+	int fd = procfs_open(pid, 0, "exe", OPEN_FLAGS);
+
+	return fd < 0 ? fd : regular(fd, st);
+}
+
+int targetfs_open_exe(pid_t pid)
+{
+	return open_exe(pid, NULL);
+}
+
 int targetfs_maps_path(const char *root, const char *path, char *buf, size_t size)
 {
 	size_t n;
@@ -136,8 +149,7 @@ int targetfs_open_mapped(pid_t pid, const struct procmaps_entry *e, bool *exact)
 	}
 	/* The executable, also deleted since or under a directory our user
 	 * may not walk: /proc/PID/exe needs only the ptrace access check. */
-	fd = procfs_open(pid, 0, "exe", OPEN_FLAGS);
-	if (fd >= 0 && (fd = regular(fd, &st)) >= 0) {
+	if ((fd = open_exe(pid, &st)) >= 0) {
 		if (targetfs_same_inode(&st, e->dev_major, e->dev_minor, e->inode)) {
 			*exact = true;
 			return fd;

@@ -52,6 +52,12 @@
  * -ENOSYS (no openat2: Linux before 5.6). */
 int targetfs_open(pid_t pid, const char *path);
 
+/* Opens the executable of process PID through /proc/PID/exe: the file
+ * that runs, also when it was deleted or replaced since, or lies under a
+ * directory our user may not walk (the ptrace access check is enough).
+ * Returns a close-on-exec descriptor or -errno as targetfs_open. */
+int targetfs_open_exe(pid_t pid);
+
 /* Opens the file that mapping E of process PID maps: through
  * /proc/PID/map_files when we may, else through /proc/PID/exe when E maps
  * the executable (the same inode), else E->path in PID's root
