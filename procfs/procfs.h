@@ -9,7 +9,8 @@
  * with it); the text is taken in one read(2) of a bounded size, which for
  * these files is the whole text (the kernel writes it into a buffer of its
  * own and hands out as much as asked); a longer text is cut there.  They
- * return 0 or -errno, and leave a string "" when they fail.
+ * return 0 (procfs_read_file: the length) or -errno, and leave a string
+ * "" when they fail.
  *
  * Its own folder, below both cpumond/ and stackdump/: the daemon (watch,
  * episodes, doctor) and the unwinder (the state of a thread before its
