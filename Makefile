@@ -32,6 +32,11 @@ CFLAGS     ?= -O2 -g
 CFLAGS     += -std=gnu11 $(WARN)
 CPPFLAGS   += -D_GNU_SOURCE -DCPUMOND_VERSION='"$(VERSION)"' -I. \
               $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# elfutils' libdw and libdebuginfod name frames at read time (tail, report,
+# stackdump: stackdump/symbolize.c), which dlopen them: their headers only,
+# never linked, so that the daemon, the same binary, never maps them.
+DLOPEN_PKGS := libdw libdebuginfod
+CPPFLAGS   += $(shell pkg-config --cflags $(DLOPEN_PKGS) 2>/dev/null)
 # libiberty (the demangler of binutils and gdb) has no pkg-config file.
 LDLIBS     += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -liberty -lm
 ifeq ($(WERROR),1)
@@ -61,10 +66,12 @@ endif
 # fault suite, the fuzzers and the benchmarks need besides (make test-deps).
 # README.md lists both; tests/integration/test_docs.py checks that it does.
 DEB_DEPS      := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
-                 libsqlite3-dev liblzma-dev zlib1g-dev libzstd-dev libsystemd-dev libiberty-dev
+                 libsqlite3-dev liblzma-dev zlib1g-dev libzstd-dev libsystemd-dev libiberty-dev \
+                 libdw-dev libdebuginfod-dev
 DEB_TEST_DEPS := libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev \
                  prometheus prometheus-node-exporter logrotate elfutils gdb g++ \
-                 xz-utils sysstat procps util-linux valgrind groff-base mandoc golang-go
+                 xz-utils sysstat procps util-linux valgrind groff-base mandoc golang-go \
+                 debuginfod iproute2
 
 all: $(B)/cpumond $(B)/stackdump
 

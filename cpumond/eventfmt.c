@@ -46,10 +46,16 @@ static void put_json_frame(const struct stackdump_frame *f, FILE *out)
 		fputs(",\"name\":", out);
 		json_put_string(readable ? readable : f->symbol, out);
 		free(readable);
-		fprintf(out, ",\"symbol_offset\":%" PRIu64 "}", f->symbol_offset);
+		/* An inlined call has no offset of its own. */
+		if (f->inlined)
+			fputs(",\"symbol_offset\":null", out);
+		else
+			fprintf(out, ",\"symbol_offset\":%" PRIu64, f->symbol_offset);
 	} else {
-		fputs("null,\"name\":null,\"symbol_offset\":null}", out);
+		fputs("null,\"name\":null,\"symbol_offset\":null", out);
 	}
+	json_put_frame_source(f, out);
+	fputc('}', out);
 }
 
 void eventfmt_json(const struct store_event *ev, FILE *out)

@@ -12,7 +12,7 @@
  *   samples, freeze_max_us, episode_end,
  *   stacks: [{stack_hash, count, key}],
  *   stack: [{ip, module, build_id, offset, func_offset, symbol, name,
- *            symbol_offset}]
+ *            symbol_offset, file, line, inlined}]
  * The journal fields: MESSAGE, PRIORITY, CPUMOND_WATCH, CPUMOND_PID,
  * CPUMOND_TID, CPUMOND_COMM, CPUMOND_THREAD, CPUMOND_USAGE,
  * CPUMOND_STACK_HASH, CPUMOND_TOP_FRAME.

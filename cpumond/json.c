@@ -2,8 +2,6 @@
 
 #include <time.h>
 
-#include "stackdump/stackdump.h"
-
 void json_put_string(const char *s, FILE *out)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -46,4 +44,18 @@ void json_put_time(int64_t t_us, FILE *out)
 	}
 	/* %z is "+hhmm"; RFC 3339 wants "+hh:mm". */
 	fprintf(out, "%s.%06lld%.3s:%s", date, (long long)us, zone, zone + 3);
+}
+
+void json_put_frame_source(const struct stackdump_frame *f, FILE *out)
+{
+	fputs(",\"file\":", out);
+	if (f->file && f->file[0])
+		json_put_string(f->file, out);
+	else
+		fputs("null", out);
+	if (f->line > 0)
+		fprintf(out, ",\"line\":%u", f->line);
+	else
+		fputs(",\"line\":null", out);
+	fprintf(out, ",\"inlined\":%s", f->inlined ? "true" : "false");
 }

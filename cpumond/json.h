@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stackdump/stackdump.h"
+
 /* Writes S as a JSON string, quotes included.  Names come from the watched
  * processes and are bytes, not text: a byte that is not part of valid UTF-8
  * is written as the code point of the same number (\u00ff for 0xff), so the
@@ -16,5 +18,10 @@ void json_put_string(const char *s, FILE *out);
  * microseconds, unquoted: 2026-11-29T13:04:05.123456+00:00.  A time that
  * cannot be converted is written as @T_US. */
 void json_put_time(int64_t t_us, FILE *out);
+
+/* Writes the keys of frame F's source that every JSON frame ends with:
+ * ',"file":F,"line":N,"inlined":B', the file and line null when unknown
+ * (names looked up at read time give them; the daemon never does). */
+void json_put_frame_source(const struct stackdump_frame *f, FILE *out);
 
 #endif

@@ -19,17 +19,18 @@
 #include "cpumond/log.h"
 #include "cpumond/report.h"
 #include "cpumond/tail.h"
+#include "stackdump/symbolize.h"
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: cpumond [-c FILE] [-d DB] [-v] [--cycles N]   run the daemon in the foreground\n"
-	        "       cpumond tail [-c FILE | -d DB] [-n N] [-f] [--json]\n"
+	        "       cpumond tail [-c FILE | -d DB] [-n N] [-f] [--json] [NAMES]\n"
 	        "       cpumond report [-c FILE] [-d DB]... [--since T] [--until T] [--watch NAME]\n"
 	        "                      [--process COMM] [--pid PID] [--thread NAME] [--host HOST]\n"
 	        "                      [--top N]\n"
 	        "                      [--by exact|signature|top-frame|entry] [--ignore REGEX]\n"
-	        "                      [--json | --folded | --svg FILE]\n"
+	        "                      [--json | --folded | --svg FILE] [NAMES]\n"
 	        "       cpumond check-config [-c FILE]\n"
 	        "       cpumond doctor [-c FILE]       can it read and ptrace what it watches\n"
 	        "       cpumond --help | --version\n"
@@ -55,6 +56,12 @@ static void usage(FILE *out)
 	        "      --json          report: one JSON object per group\n"
 	        "      --folded        report: every sample as folded stacks for flame graphs\n"
 	        "      --svg FILE      report: an interactive flame graph\n"
+	        "NAMES, how tail and report name frames at read time (from the modules, their\n"
+	        "debug files, and debuginfod servers when DEBUGINFOD_URLS names some):\n"
+	        "      --debug-dir DIR look for debug files in DIR too (repeated), before\n"
+	        "                      " SYMBOLIZE_DEBUG_DIR "\n"
+	        "      --offline       ask no debuginfod server\n"
+	        "      --stored-names  no lookups: the names stored when the stacks were taken\n"
 	        "\nSee cpumond(8) and cpumond.conf(5).\n");
 }
 
@@ -136,6 +143,63 @@ static int cmd_check_config(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* The options of tail and report that say how frames are named at read
+ * time, as getopt_long returns them. */
+enum { OPT_DEBUG_DIR = 1000, OPT_OFFLINE, OPT_STORED_NAMES };
+#define NAMES_OPTIONS                                               \
+	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },    \
+	{ "offline", no_argument, NULL, OPT_OFFLINE },              \
+	{ "stored-names", no_argument, NULL, OPT_STORED_NAMES }
+
+struct names_args {
+	const char *dirs[SYMBOLIZE_MAX_DEBUG_DIRS];
+	size_t ndirs;
+	bool offline, stored;
+};
+
+/* Takes option C of COMMAND when it is one of NAMES_OPTIONS.  Returns 1
+ * when it was, 0 when it is another, or -1 after saying why it is wrong. */
+static int names_option(struct names_args *a, const char *command, int c, const char *arg)
+{
+	switch (c) {
+	case OPT_DEBUG_DIR:
+		if (a->ndirs == SYMBOLIZE_MAX_DEBUG_DIRS) {
+			fprintf(stderr, "cpumond: %s: more than %d --debug-dir\n", command,
+			        SYMBOLIZE_MAX_DEBUG_DIRS);
+			return -1;
+		}
+		a->dirs[a->ndirs++] = arg;
+		return 1;
+	case OPT_OFFLINE: a->offline = true; return 1;
+	case OPT_STORED_NAMES: a->stored = true; return 1;
+	}
+	return 0;
+}
+
+static void names_note(const char *msg, void *arg)
+{
+	(void)arg;
+	log_msg(LOG_WARNING, "%s", msg);
+}
+
+/* The read-time names of A, or NULL with --stored-names (or out of
+ * memory: the names as stored).  Servers come from DEBUGINFOD_URLS, their
+ * timeout from DEBUGINFOD_TIMEOUT, as for gdb and eu-stack. */
+static struct symbolize *open_names(const struct names_args *a)
+{
+	struct symbolize_options o = {
+		.debug_dirs = a->dirs, .ndebug_dirs = a->ndirs, .offline = a->offline,
+		.urls = getenv("DEBUGINFOD_URLS"),
+		.timeout_s = symbolize_timeout(getenv("DEBUGINFOD_TIMEOUT")),
+		.note = names_note,
+	};
+	struct symbolize *s = NULL;
+
+	if (a->stored || symbolize_open(&o, &s) < 0)
+		return NULL;
+	return s;
+}
+
 static volatile sig_atomic_t tail_stop;
 
 static void on_tail_signal(int sig)
@@ -153,9 +217,11 @@ static int cmd_tail(int argc, char **argv)
 		{ "follow", no_argument, NULL, 'f' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		NAMES_OPTIONS,
 		{ 0 },
 	};
 	struct tail_options opt = { .lines = 10 };
+	struct names_args names = { 0 };
 	const char *config_path = NULL;
 	struct config cfg = { 0 };
 	struct sigaction sa = { .sa_handler = on_tail_signal };
@@ -163,6 +229,11 @@ static int cmd_tail(int argc, char **argv)
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "c:d:n:fh", opts, NULL)) != -1) {
+		if ((rc = names_option(&names, "tail", c, optarg)) != 0) {
+			if (rc < 0)
+				return EXIT_USAGE;
+			continue;
+		}
 		switch (c) {
 		case 'c': config_path = optarg; break;
 		case 'd': opt.database = optarg; break;
@@ -195,7 +266,9 @@ static int cmd_tail(int argc, char **argv)
 	}
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	opt.names = open_names(&names);
 	rc = tail_run(&opt, &tail_stop);
+	symbolize_close(opt.names);
 	config_free(&cfg);
 	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
@@ -221,6 +294,7 @@ static int cmd_report(int argc, char **argv)
 		{ "folded", no_argument, NULL, 'F' },
 		{ "svg", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
+		NAMES_OPTIONS,
 		{ 0 },
 	};
 	/* -d again and again: databases copied from many hosts, one window. */
@@ -228,6 +302,7 @@ static int cmd_report(int argc, char **argv)
 	const char *dbs[MAX_DATABASES];
 	struct report_options opt = { .top = -1, .databases = dbs };
 	const char *config_path = NULL, *ignore = NULL;
+	struct names_args names = { 0 };
 	struct config cfg = { 0 };
 	regex_t ignore_re;
 	struct timespec now;
@@ -238,6 +313,11 @@ static int cmd_report(int argc, char **argv)
 	clock_gettime(CLOCK_REALTIME, &now);
 	now_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
 	while ((c = getopt_long(argc, argv, "c:d:h", opts, NULL)) != -1) {
+		if ((rc = names_option(&names, "report", c, optarg)) != 0) {
+			if (rc < 0)
+				return EXIT_USAGE;
+			continue;
+		}
 		switch (c) {
 		case 'c': config_path = optarg; break;
 		case 'd':
@@ -323,7 +403,9 @@ static int cmd_report(int argc, char **argv)
 		if (!ignore && cfg.report_ignore)
 			opt.ignore = &cfg.report_ignore_re;
 	}
+	opt.names = open_names(&names);
 	rc = report_run(&opt, stdout) < 0 ? EXIT_RUNTIME : EXIT_OK;
+	symbolize_close(opt.names);
 	if (ignore)
 		regfree(&ignore_re);
 	config_free(&cfg);

@@ -47,6 +47,7 @@
 
 #include "cpumond/store.h"
 #include "stackdump/stackdump.h"
+#include "stackdump/symbolize.h"
 
 /* How stacks are grouped. */
 enum report_by {
@@ -76,6 +77,9 @@ struct report_options {
 	                            --ignore; NULL: the built-in ones only */
 	int top;                 /* groups shown; 0: all; < 0: 10 for the table,
 	                            all for JSON */
+	struct symbolize *names; /* functions named at read time (their names
+	                            and file:line, symbolize.h); NULL: as
+	                            stored */
 };
 
 /* ---- The command (report.c) ---- */

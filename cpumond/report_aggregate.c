@@ -410,13 +410,15 @@ int report_add_stack(struct report *r, const struct stackdump_stack *st)
 		const struct stackdump_frame *f = &st->frames[k];
 		struct stackdump_frame *g = &copy->frames[k];
 
-		*g = *f;
-		g->module = dup_or_empty(f->module);
-		g->build_id = dup_or_empty(f->build_id);
-		g->symbol = f->symbol ? strdup(f->symbol) : NULL;
+		int e = stackdump_frame_copy(g, f);
+
 		copy->nframes = k + 1;  /* counted now so that report_free frees it */
-		if (!g->module || !g->build_id || (f->symbol && !g->symbol))
-			return -ENOMEM;
+		/* The groups read module and build-id as strings: "" for none. */
+		if (e == 0 && ((!g->module && !(g->module = dup_or_empty(NULL))) ||
+		               (!g->build_id && !(g->build_id = dup_or_empty(NULL)))))
+			e = -ENOMEM;
+		if (e < 0)
+			return e;
 	}
 	r->stacks[i].given = true;
 	return 0;

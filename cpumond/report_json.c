@@ -24,8 +24,10 @@ static void put_json_frame(const struct report *r, const struct stackdump_frame 
 	json_put_string(f->module, out);
 	fputs(",\"build_id\":", out);
 	json_put_string(f->build_id, out);
-	fprintf(out, ",\"func_offset\":%" PRIu64 ",\"ignored\":%s}", f->func_offset,
+	fprintf(out, ",\"func_offset\":%" PRIu64 ",\"ignored\":%s", f->func_offset,
 	        report_frame_ignored(r, f) ? "true" : "false");
+	json_put_frame_source(f, out);
+	fputc('}', out);
 }
 
 void report_print_json(const struct report *r, int top, FILE *out)

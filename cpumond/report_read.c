@@ -15,8 +15,24 @@ struct collect {
 	struct report *r;
 	const char *path;        /* of st: the host of events stored without one */
 	const char *host;        /* --host, or NULL */
+	struct symbolize *names; /* or NULL */
 	int error;               /* negative errno of a failure inside the walk */
 };
+
+/* Gives the report stack ST, its functions named at read time first when
+ * there are names to look up (as stored, out of memory). */
+static int add_stack(struct collect *c, const struct stackdump_stack *st)
+{
+	struct stackdump_stack named;
+	int e;
+
+	if (!c->names || st->nframes == 0 ||
+	    symbolize_stack(c->names, st, SYMBOLIZE_FUNCTIONS, &named) < 0)
+		return report_add_stack(c->r, st);
+	e = report_add_stack(c->r, &named);
+	stackdump_stack_free(&named);
+	return e;
+}
 
 /* Gives the report the frames of every stack of EV it has not seen yet.
  * The key stack's frames come with the event (its own sample's, with the
@@ -32,7 +48,7 @@ static int fetch_stacks(struct collect *c, const struct store_event *ev)
 		if (report_has_stack(c->r, ev->stacks[i].hash))
 			continue;
 		if (ev->stacks[i].hash == ev->stack.hash && ev->stack.nframes > 0) {
-			e = report_add_stack(c->r, &ev->stack);
+			e = add_stack(c, &ev->stack);
 			if (e < 0)
 				return e;
 			continue;
@@ -44,13 +60,13 @@ static int fetch_stacks(struct collect *c, const struct store_event *ev)
 			log_msg(LOG_ERR, "%s", store_error(c->st));
 			return e;
 		}
-		e = report_add_stack(c->r, &st);
+		e = add_stack(c, &st);
 		stackdump_stack_free(&st);
 		if (e < 0)
 			return e;
 	}
 	if (ev->nstacks == 0 && ev->stack.nframes > 0 && !report_has_stack(c->r, ev->stack.hash))
-		return report_add_stack(c->r, &ev->stack);
+		return add_stack(c, &ev->stack);
 	return 0;
 }
 
@@ -131,7 +147,7 @@ int report_read(const struct report_options *opt, struct report *r)
 	};
 	const char *const *dbs = opt->ndatabases ? opt->databases : &opt->database;
 	size_t ndbs = opt->ndatabases ? opt->ndatabases : 1;
-	struct collect c = { .r = r, .host = opt->host };
+	struct collect c = { .r = r, .host = opt->host, .names = opt->names };
 	int e = 0;
 
 	for (size_t i = 0; i < ndbs && e == 0; i++)

@@ -9,7 +9,8 @@
 #define TABLE_PROCS 3            /* processes, hosts and thread names per group */
 #define TABLE_FRAMES 4           /* innermost frames shown before the entry */
 
-/* One frame of the table, a function: "symbol (module)" or "module@0xSTART". */
+/* One frame of the table, a function: "symbol (module)" or "module@0xSTART",
+ * or "symbol (file.c:LINE)" where its start's source line is known. */
 static void put_table_frame(const struct report *r, const struct stackdump_frame *f,
                             size_t i, bool entry, FILE *out)
 {
@@ -18,7 +19,11 @@ static void put_table_frame(const struct report *r, const struct stackdump_frame
 	fprintf(out, "      #%-3zu ", i);
 	report_frame_name(f, REPORT_NAME_EXACT, name, sizeof name);
 	stackdump_put_escaped(name, out);
-	if (f->symbol && f->symbol[0]) {
+	if (f->file && f->file[0] && f->line > 0) {
+		fputs(" (", out);
+		stackdump_put_escaped(stackdump_module_file(f->file), out);
+		fprintf(out, ":%u)", f->line);
+	} else if (f->symbol && f->symbol[0]) {
 		fputs(" (", out);
 		stackdump_put_escaped(stackdump_module_file(f->module), out);
 		fputc(')', out);

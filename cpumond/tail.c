@@ -109,16 +109,31 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 struct tail_ctx {
 	bool json;
 	FILE *out;
+	struct symbolize *names;
 };
 
 static int print_event(const struct store_event *ev, void *arg)
 {
 	const struct tail_ctx *ctx = arg;
+	struct store_event named;
+	bool own = false;
 
+	/* Each event is named before it is printed: a lookup costs at most
+	 * the debuginfod timeout, once a run, and then --follow goes on.
+	 * Out of memory, it is printed as stored. */
+	if (ctx->names && ev->stack.nframes > 0) {
+		named = *ev;
+		own = symbolize_stack(ctx->names, &ev->stack, SYMBOLIZE_INSTRUCTIONS,
+		                      &named.stack) == 0;
+		if (own)
+			ev = &named;
+	}
 	if (ctx->json)
 		eventfmt_json(ev, ctx->out);
 	else
 		tail_format_human(ev, ctx->out);
+	if (own)
+		stackdump_stack_free(&named.stack);
 	/* Stops the walk; tail_run reports the write error. */
 	return ferror(ctx->out) ? 1 : 0;
 }
@@ -161,7 +176,7 @@ static bool replaced(const char *path, const struct stat *opened)
 
 int tail_run(const struct tail_options *opt, volatile const int *stop)
 {
-	struct tail_ctx ctx = { .json = opt->json, .out = stdout };
+	struct tail_ctx ctx = { .json = opt->json, .out = stdout, .names = opt->names };
 	struct store *st = NULL;
 	struct stat opened = { 0 };
 	bool said_waiting = false, first = true;

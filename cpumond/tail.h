@@ -6,12 +6,15 @@
 #include <stdio.h>
 
 #include "cpumond/store.h"
+#include "stackdump/symbolize.h"
 
 struct tail_options {
 	const char *database;    /* path of the log database */
 	int lines;               /* last N events first (default 10; 0: none) */
 	bool follow;             /* -f: then print new events as they commit */
 	bool json;               /* --json: one JSON object per line (eventfmt_json) */
+	struct symbolize *names; /* names, lines and inlined calls looked up
+	                            at read time; NULL: as stored */
 };
 
 /* Runs `cpumond tail`.  Returns 0, or a negative errno after printing the

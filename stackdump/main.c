@@ -1,13 +1,15 @@
 /* stackdump: print one thread's user stack (pstack for one thread), or
  * every thread of a process, one after the other.
  *
- *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--help] [--version] TID
- *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] -p PID
+ *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline]
+ *             [--help] [--version] TID
+ *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline] -p PID
  *
  * Exit status: 0 dumped (with -p: at least one thread), 1 the dump failed
  * (with -p: no thread could be dumped), 2 usage error.
  */
 #include "stackdump/stackdump.h"
+#include "stackdump/symbolize.h"
 
 #include "procfs/procfs.h"
 
@@ -25,8 +27,9 @@
 #endif
 
 static const char usage_line[] =
-	"usage: stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--help] [--version] TID\n"
-	"       stackdump [-a] [-n MAX_FRAMES] [-s BYTES] -p PID\n";
+	"usage: stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline]\n"
+	"                 [--help] [--version] TID\n"
+	"       stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline] -p PID\n";
 
 static void usage(FILE *f)
 {
@@ -36,6 +39,9 @@ static void usage(FILE *f)
 	           "  -a, --addresses     print each frame's instruction pointer\n"
 	           "  -n, --max-frames N  unwind at most N frames (1..%d, default 256)\n"
 	           "  -s, --stack-copy N  copy N bytes of stack (%u..%u, default %u)\n"
+	           "      --debug-dir DIR look for debug files in DIR too (repeated), before\n"
+	           "                      " SYMBOLIZE_DEBUG_DIR "\n"
+	           "      --offline       ask no debuginfod server (DEBUGINFOD_URLS)\n"
 	           "  -h, --help          print this help\n"
 	           "  -V, --version       print the version\n",
 	        usage_line, STACKDUMP_MAX_FRAMES, STACKDUMP_STACK_COPY_MIN,
@@ -82,27 +88,45 @@ static pid_t tgid_of(pid_t tid)
  * way gdb and eu-stack print them: "  #N 0xIP symbol+0xoff (module)". */
 static void print_with_addresses(const struct stackdump_stack *st)
 {
+	size_t unwound = 0;   /* inlined calls are no frames of the unwind */
+
 	for (size_t i = 0; i < st->nframes; i++) {
 		printf("  #%zu 0x%" PRIx64 " ", i, st->frames[i].ip);
 		stackdump_put_frame(&st->frames[i], stdout);
 		putchar('\n');
+		unwound += !st->frames[i].inlined;
 	}
 	if (st->truncated)
-		printf("  (truncated at %zu frames)\n", st->nframes);
+		printf("  (truncated at %zu frames)\n", unwound);
+}
+
+/* What the library says once per process (a CPython whose frames are not
+ * read), on stderr. */
+static void note(const char *msg, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "stackdump: %s\n", msg);
 }
 
 /* Dumps thread TID of process PID and prints it: a header line naming the
  * thread, its process and the stop, then the frames.  Returns 0, or the
  * negative errno of stackdump_thread after the reason went to stderr. */
-static int dump_one(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames, bool addresses)
+static int dump_one(struct stackdump *sd, struct symbolize *names, pid_t pid, pid_t tid,
+                    int max_frames, bool addresses)
 {
-	struct stackdump_stack st;
+	struct stackdump_stack st, named;
 	int r = stackdump_thread(sd, pid, tid, max_frames, &st);
 
 	if (r < 0) {
 		fprintf(stderr, "stackdump: %s\n", st.error);
 		stackdump_stack_free(&st);
 		return r;
+	}
+	/* Names, source lines and inlined calls, after the thread runs again
+	 * (as stored when out of memory). */
+	if (names && symbolize_stack(names, &st, SYMBOLIZE_INSTRUCTIONS, &named) == 0) {
+		stackdump_stack_free(&st);
+		st = named;
 	}
 
 	char tname[PROCFS_COMM_MAX], pname[PROCFS_COMM_MAX];
@@ -134,7 +158,8 @@ static int dump_one(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames, 
  * said on stderr and the next one follows.  Threads created meanwhile are
  * not dumped.  Returns how many threads were dumped, or -errno when the
  * threads cannot be listed. */
-static long dump_process(struct stackdump *sd, pid_t pid, int max_frames, bool addresses)
+static long dump_process(struct stackdump *sd, struct symbolize *names, pid_t pid,
+                         int max_frames, bool addresses)
 {
 	pid_t *tids;
 	size_t n;
@@ -146,7 +171,7 @@ static long dump_process(struct stackdump *sd, pid_t pid, int max_frames, bool a
 	for (size_t i = 0; i < n; i++) {
 		if (dumped > 0)
 			putchar('\n');
-		if (dump_one(sd, pid, tids[i], max_frames, addresses) == 0)
+		if (dump_one(sd, names, pid, tids[i], max_frames, addresses) == 0)
 			dumped++;
 	}
 	free(tids);
@@ -162,8 +187,16 @@ int main(int argc, char **argv)
 		{ "stack-copy", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "debug-dir", required_argument, NULL, 'D' },
+		{ "offline", no_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *dirs[SYMBOLIZE_MAX_DEBUG_DIRS];
+	struct symbolize_options names_opt = {
+		.debug_dirs = dirs, .urls = getenv("DEBUGINFOD_URLS"),
+		.timeout_s = symbolize_timeout(getenv("DEBUGINFOD_TIMEOUT")), .note = note,
+	};
+	struct symbolize *names = NULL;
 	long max_frames = 256, stack_copy = STACKDUMP_STACK_COPY_DEFAULT, tid = 0, ppid = 0;
 	bool addresses = false;
 	int c;
@@ -178,6 +211,14 @@ int main(int argc, char **argv)
 			break;
 		case 'a':
 			addresses = true;
+			break;
+		case 'D':
+			if (names_opt.ndebug_dirs == SYMBOLIZE_MAX_DEBUG_DIRS)
+				return usage_error("more than %d --debug-dir", SYMBOLIZE_MAX_DEBUG_DIRS);
+			dirs[names_opt.ndebug_dirs++] = optarg;
+			break;
+		case 'O':
+			names_opt.offline = true;
 			break;
 		case 'p':
 			if (!parse_num(optarg, 1, INT32_MAX, &ppid))
@@ -228,9 +269,11 @@ int main(int argc, char **argv)
 		stackdump_free(sd);
 		return 1;
 	}
+	if (symbolize_open(&names_opt, &names) < 0)
+		names = NULL;   /* out of memory: the names found in the dump */
 	int rc = 0;
 	if (ppid) {
-		long dumped = dump_process(sd, pid, (int)max_frames, addresses);
+		long dumped = dump_process(sd, names, pid, (int)max_frames, addresses);
 
 		if (dumped < 0)
 			fprintf(stderr, "stackdump: cannot list the threads of pid %d: %s\n", (int)pid,
@@ -239,8 +282,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "stackdump: no thread of pid %d could be dumped\n", (int)pid);
 		rc = dumped > 0 ? 0 : 1;
 	} else {
-		rc = dump_one(sd, pid, (pid_t)tid, (int)max_frames, addresses) < 0;
+		rc = dump_one(sd, names, pid, (pid_t)tid, (int)max_frames, addresses) < 0;
 	}
+	symbolize_close(names);
 	stackdump_free(sd);
 	return fflush(stdout) == 0 ? rc : 1;
 }

@@ -443,11 +443,25 @@ void stackdump_stack_free(struct stackdump_stack *st)
 		free(st->frames[i].module);
 		free(st->frames[i].build_id);
 		free(st->frames[i].symbol);
+		free(st->frames[i].file);
 	}
 	free(st->frames);
 	st->frames = NULL;
 	st->nframes = 0;
 	st->hash = 0;
+}
+
+int stackdump_frame_copy(struct stackdump_frame *dst, const struct stackdump_frame *src)
+{
+	*dst = *src;
+	dst->module = src->module ? strdup(src->module) : NULL;
+	dst->build_id = src->build_id ? strdup(src->build_id) : NULL;
+	dst->symbol = src->symbol ? strdup(src->symbol) : NULL;
+	dst->file = src->file ? strdup(src->file) : NULL;
+	if ((src->module && !dst->module) || (src->build_id && !dst->build_id) ||
+	    (src->symbol && !dst->symbol) || (src->file && !dst->file))
+		return -ENOMEM;
+	return 0;
 }
 
 /* ---- pure functions ---- */
@@ -561,12 +575,20 @@ void stackdump_put_frame(const struct stackdump_frame *f, FILE *out)
 
 		stackdump_put_escaped(readable ? readable : f->symbol, out);
 		free(readable);
-		fprintf(out, "+0x%" PRIx64 " (", f->symbol_offset);
+		if (f->inlined)
+			fputs(" [inlined] (", out);
+		else
+			fprintf(out, "+0x%" PRIx64 " (", f->symbol_offset);
 		stackdump_put_escaped(module, out);
 		fputc(')', out);
 	} else {
 		stackdump_put_escaped(module, out);
 		fprintf(out, "+0x%" PRIx64, f->offset);
+	}
+	if (f->file && f->file[0] && f->line > 0) {
+		fputs(" at ", out);
+		stackdump_put_escaped(stackdump_module_file(f->file), out);
+		fprintf(out, ":%u", f->line);
 	}
 }
 
@@ -584,13 +606,16 @@ size_t stackdump_function_name(const struct stackdump_frame *f, char *buf, size_
 
 void stackdump_print(const struct stackdump_stack *st, const char *indent, FILE *out)
 {
+	size_t unwound = 0;   /* inlined calls are no frames of the unwind */
+
 	if (!indent)
 		indent = "";
 	for (size_t i = 0; i < st->nframes; i++) {
 		fprintf(out, "%s#%zu ", indent, i);
 		stackdump_put_frame(&st->frames[i], out);
 		fputc('\n', out);
+		unwound += !st->frames[i].inlined;
 	}
 	if (st->truncated)
-		fprintf(out, "%s  (truncated at %zu frames)\n", indent, st->nframes);
+		fprintf(out, "%s  (truncated at %zu frames)\n", indent, unwound);
 }

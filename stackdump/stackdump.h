@@ -44,6 +44,12 @@ struct stackdump_frame {
 	char *build_id;          /* GNU build-id as lowercase hex, "" if none */
 	char *symbol;            /* function name, NULL when unknown */
 	uint64_t symbol_offset;  /* ip - symbol start, valid when symbol */
+	/* Set by the readers' names at read time (symbolize.h), never
+	 * stored: */
+	char *file;              /* source file, NULL when unknown */
+	unsigned line;           /* its line, 0 when unknown */
+	bool inlined;            /* a call inlined into the next frame, which
+	                            has the same ip */
 };
 
 struct stackdump_stack {
@@ -101,6 +107,11 @@ int stackdump_poll(struct stackdump *sd);
 
 void stackdump_stack_free(struct stackdump_stack *st);
 
+/* Copies frame SRC to *DST with copies of its strings.  Returns 0, or
+ * -ENOMEM with *DST owning what was copied (free it as a frame of a
+ * stack). */
+int stackdump_frame_copy(struct stackdump_frame *dst, const struct stackdump_frame *src);
+
 /* 64-bit hash of the frames' (build-id, or module path when there is no
  * build-id; func_offset) pairs, so the same code path hashes the same at any
  * load address and whichever instruction of the function was caught.
@@ -113,7 +124,9 @@ uint64_t stackdump_hash(const struct stackdump_frame *frames, size_t nframes);
  *   an instruction: "symbol+0xOFF (module)", OFF from the symbol's start,
  *     or "module+0xOFF", OFF from the module's start, when there is no
  *     symbol (the module as stored, a path) -- as pstack and eu-stack print
- *     the exact pc: stackdump, cpumond tail;
+ *     the exact pc: stackdump, cpumond tail; a call inlined there is
+ *     "symbol [inlined] (module)", and " at FILE:LINE" (the source file's
+ *     name) follows when the line is known;
  *   a function: "symbol", or "module@0xSTART", START the function's start
  *     (func_offset) in the module, when there is no symbol (the module's
  *     file name) -- a place many samples share: cpumond report, folded
@@ -131,7 +144,7 @@ void stackdump_put_frame(const struct stackdump_frame *f, FILE *out);
  * length of the whole name, as snprintf. */
 size_t stackdump_function_name(const struct stackdump_frame *f, char *buf, size_t len);
 
-/* The file name of module path MODULE ("/usr/lib/libc.so.6": "libc.so.6"),
+/* The file name of path MODULE, a module's or a source file's ("/usr/lib/libc.so.6": "libc.so.6"),
  * MODULE itself when it has no '/' ("[vdso]"), "?" when NULL or "". */
 const char *stackdump_module_file(const char *module);
 

@@ -43,9 +43,10 @@ static void test_json_exact(void **state)
 		"{\"stack_hash\":\"0000000000001234\",\"count\":6,\"key\":false}],\"stack\":["
 		"{\"ip\":\"0x5555555551a9\",\"module\":\"/usr/bin/spin\",\"build_id\":\"0123abcd\","
 		"\"offset\":4521,\"func_offset\":4480,\"symbol\":\"spin_leaf\",\"name\":\"spin_leaf\","
-		"\"symbol_offset\":41},"
+		"\"symbol_offset\":41,\"file\":null,\"line\":null,\"inlined\":false},"
 		"{\"ip\":\"0x7f0000001042\",\"module\":\"[vdso]\",\"build_id\":\"\","
-		"\"offset\":4162,\"func_offset\":4096,\"symbol\":null,\"name\":null,\"symbol_offset\":null}]}\n");
+		"\"offset\":4162,\"func_offset\":4096,\"symbol\":null,\"name\":null,\"symbol_offset\":null,"
+		"\"file\":null,\"line\":null,\"inlined\":false}]}\n");
 	free(got);
 
 	/* No frames: no hash; an error; a zone east of UTC. */

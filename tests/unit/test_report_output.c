@@ -83,17 +83,23 @@ static void test_json(void **state)
 	         "\"thread_names\":[\"worker-1\",\"worker-2\"],\"entry\":3,\"truncated\":false,"
 	         "\"frames\":["
 	         "{\"name\":\"hot_a.constprop.0\",\"symbol\":\"hot_a.constprop.0\",\"module\":\"" APP "\","
-	         "\"build_id\":\"" APP1 "\",\"func_offset\":4352,\"ignored\":false},"
+	         "\"build_id\":\"" APP1 "\",\"func_offset\":4352,\"ignored\":false,"
+	         "\"file\":null,\"line\":null,\"inlined\":false},"
 	         "{\"name\":\"chain_a2\",\"symbol\":\"chain_a2\",\"module\":\"" APP "\","
-	         "\"build_id\":\"" APP1 "\",\"func_offset\":4608,\"ignored\":false},"
+	         "\"build_id\":\"" APP1 "\",\"func_offset\":4608,\"ignored\":false,"
+	         "\"file\":null,\"line\":null,\"inlined\":false},"
 	         "{\"name\":\"chain_a1\",\"symbol\":\"chain_a1\",\"module\":\"" APP "\","
-	         "\"build_id\":\"" APP1 "\",\"func_offset\":4864,\"ignored\":false},"
+	         "\"build_id\":\"" APP1 "\",\"func_offset\":4864,\"ignored\":false,"
+	         "\"file\":null,\"line\":null,\"inlined\":false},"
 	         "{\"name\":\"worker_main\",\"symbol\":\"worker_main\",\"module\":\"" APP "\","
-	         "\"build_id\":\"" APP1 "\",\"func_offset\":5120,\"ignored\":false},"
+	         "\"build_id\":\"" APP1 "\",\"func_offset\":5120,\"ignored\":false,"
+	         "\"file\":null,\"line\":null,\"inlined\":false},"
 	         "{\"name\":\"start_thread\",\"symbol\":\"start_thread\",\"module\":\"" LIBC "\","
-	         "\"build_id\":\"" LIBC_ID "\",\"func_offset\":565248,\"ignored\":true},"
+	         "\"build_id\":\"" LIBC_ID "\",\"func_offset\":565248,\"ignored\":true,"
+	         "\"file\":null,\"line\":null,\"inlined\":false},"
 	         "{\"name\":\"__clone3\",\"symbol\":\"__clone3\",\"module\":\"" LIBC "\","
-	         "\"build_id\":\"" LIBC_ID "\",\"func_offset\":1093632,\"ignored\":true}]}",
+	         "\"build_id\":\"" LIBC_ID "\",\"func_offset\":1093632,\"ignored\":true,"
+	         "\"file\":null,\"line\":null,\"inlined\":false}]}",
 	         f->a1.hash);
 	assert_string_equal(text, expect);
 	/* The other groups follow, one line each; the unnamed frame's symbol
