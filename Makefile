@@ -71,7 +71,7 @@ DEB_DEPS      := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
 DEB_TEST_DEPS := libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev \
                  prometheus prometheus-node-exporter logrotate elfutils gdb g++ \
                  xz-utils sysstat procps util-linux valgrind groff-base mandoc golang-go \
-                 debuginfod iproute2
+                 debuginfod iproute2 python3.11 python3.11-dev nodejs openjdk-17-jdk-headless
 
 all: $(B)/cpumond $(B)/stackdump
 
@@ -125,7 +125,7 @@ $(B)/bench/%: bench/kit/%.c bench/kit/benchutil.h
 bench: test-deps
 	$(MAKE) $(B)/cpumond $(B)/bench/sampler_bench $(B)/bench/cpuwatch $(B)/bench/gate_bench \
 	  $(B)/bench/churn_bench $(B)/bench/stop_bench $(B)/bench/pausemeter $(B)/bench/unwindbench \
-	  $(B)/tests/hotchain $(B)/tests/churn
+	  $(B)/bench/pystop_bench $(B)/tests/hotchain $(B)/tests/churn
 	B=$(B) bench/run.sh
 
 # libFuzzer targets: tests/fuzz/fuzz_NAME.c with its seeds and regression

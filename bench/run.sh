@@ -10,11 +10,14 @@
 #  4. many watched processes: 200 by pid, 200 by comm, all = yes
 #  5. the stop time of a stack dump (bench/stop_bench.sh, when present)
 #  6. thread churn (bench/churn.sh) for CHURN_SECONDS (0: skipped)
+#  8. what reading a CPython thread's frames adds to the stop
+#     (pystop_bench): dumps of tests/targets/pychain.py's hot thread with
+#     native frames only and with Python frames, alternating, one dumper
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
 # LIBPROC2=1 (adds libproc2's row),
-# SECTIONS (default "1 2 3 4 5 6").
+# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -27,7 +30,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -256,5 +259,32 @@ if has 6 && [ "$CHURN_SECONDS" -gt 0 ]; then
 	echo
 	B="$B" CHURN_SECONDS="$CHURN_SECONDS" CHURN_EVERY=$((CHURN_SECONDS < 60 ? CHURN_SECONDS / 2 : 60)) \
 		"$HERE/churn.sh" || echo "**churn check failed**"
+	echo
+fi
+
+if has 8; then
+	echo "## 8. Python frames in the stop"
+	echo
+	if [ ! -x /usr/bin/python3.11 ]; then
+		echo "not measured: /usr/bin/python3.11 is missing (apt-get install python3.11)"
+	else
+		out="$work/pychain.out"
+		/usr/bin/python3.11 "$HERE/../tests/targets/pychain.py" --timeout 3600 >"$out" &
+		py=$!
+		targets="$targets $py"
+		i=0
+		until grep -q '^ready' "$out" 2>/dev/null; do
+			i=$((i + 1))
+			[ "$i" -lt 100 ] || { echo "pychain.py did not start" >&2; exit 1; }
+			sleep 0.1
+		done
+		echo "Thread hot-0 of tests/targets/pychain.py under /usr/bin/python3.11, ${PY_REPS:-400} dumps 20 ms apart by one dumper, the two kinds alternating (µs; the stop is interrupt to detach as cpumond times it):"
+		echo
+		echo "| dumps | n | stop median | stop p99 | Python reads in it, median | p99 | top frame burn |"
+		echo "|---|---|---|---|---|---|---|"
+		"$B/bench/pystop_bench" --pid "$py" --tid "$(sed -n 's/^hot //p' "$out")" \
+			--reps "${PY_REPS:-400}" || echo "**pystop_bench failed**"
+		kill "$py" 2>/dev/null || true
+	fi
 	echo
 fi

@@ -31,6 +31,14 @@ void capture_event_free(struct capture_event *ev)
 	free(ev);
 }
 
+/* What stackdump says once per process (a CPython whose frames it cannot
+ * read): one log line. */
+static void stackdump_note(const char *msg, void *arg)
+{
+	(void)arg;
+	log_msg(LOG_WARNING, "%s", msg);
+}
+
 struct capture *capture_new(const struct config *cfg, struct metrics *metrics,
                             capture_done_fn done, void *arg)
 {
@@ -44,6 +52,7 @@ struct capture *capture_new(const struct config *cfg, struct metrics *metrics,
 		free(c);
 		return NULL;
 	}
+	stackdump_set_note(c->dumper, stackdump_note, NULL);
 	return c;
 }
 

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -249,6 +250,51 @@ void doctor_check_exe(const char *exe, int err, const char *build_id, const char
 	} else {
 		set(r, DOCTOR_OK, "%s has build-id %.12s and names (%s)", exe, build_id, symsrc);
 	}
+}
+
+bool doctor_check_runtime(pid_t pid, const char *comm, const char *kind,
+                          const struct stackdump_runtime *rt, bool preserve_fp,
+                          struct doctor_result *r)
+{
+	bool node = strcmp(kind, "node") == 0, java = strcmp(kind, "java") == 0;
+	const char *what = node ? "JavaScript" : "compiled Java";
+
+	if (rt->python == 1) {
+		set(r, DOCTOR_OK, "%s[%d] runs CPython %s: its Python frames are read", comm,
+		    (int)pid, rt->python_version);
+		return true;
+	}
+	if (rt->python == -ENOTSUP) {
+		set(r, DOCTOR_WARN, "%s[%d] runs CPython %s, whose Python frames are not read: its "
+		    "stacks show the interpreter's C frames", comm, (int)pid, rt->python_version);
+		set_fix(r, "run it on CPython 3.11, 3.12 or 3.13");
+		return true;
+	}
+	if (!node && !java)
+		return false;
+	if (java && !preserve_fp) {
+		set(r, DOCTOR_WARN, "%s[%d] runs without -XX:+PreserveFramePointer: the callers of "
+		    "its compiled methods are lost", comm, (int)pid);
+		set_fix(r, "start it with java -XX:+PreserveFramePointer, then write its perf map "
+		        "with jcmd %d Compiler.perfmap", (int)pid);
+	} else if (rt->perf_map == 0) {
+		set(r, DOCTOR_OK, "%s[%d]: its perf map %s names its %s frames (%zu entries)", comm,
+		    (int)pid, rt->perf_map_path, what, rt->perf_map_entries);
+	} else if (rt->perf_map == -ENOENT) {
+		set(r, DOCTOR_WARN, "%s[%d] has no perf map %s: its %s frames have no names", comm,
+		    (int)pid, rt->perf_map_path, what);
+		if (node)
+			set_fix(r, "start it with node --perf-basic-prof "
+			        "--interpreted-frames-native-stack");
+		else
+			set_fix(r, "write it with jcmd %d Compiler.perfmap (again when new code is "
+			        "compiled)", (int)pid);
+	} else {
+		set(r, DOCTOR_WARN, "%s[%d]: %s", comm, (int)pid,
+		    rt->perf_map_why[0] ? rt->perf_map_why : "its perf map cannot be read");
+		set_fix(r, "the perf map must be a regular file of the process's user or root");
+	}
+	return true;
 }
 
 void doctor_check_db_file(const char *path, int err, unsigned mode, struct doctor_result *r)
@@ -573,6 +619,74 @@ static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***s
 	tally_emit(rp, exes, &r);
 }
 
+/* Whether java process PID runs with -XX:+PreserveFramePointer: on its
+ * command line, or in JAVA_TOOL_OPTIONS or JDK_JAVA_OPTIONS, which the JVM
+ * reads too (its environ). */
+static bool preserves_frame_pointer(pid_t pid)
+{
+	static const char flag[] = "-XX:+PreserveFramePointer";
+	char buf[8192];
+	ssize_t n;
+
+	procfs_read_cmdline(pid, buf, sizeof buf);
+	if (strstr(buf, flag))
+		return true;
+	n = procfs_read_file(pid, 0, "environ", buf, sizeof buf);
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
+		if ((strncmp(buf + i, "JAVA_TOOL_OPTIONS=", 18) == 0 ||
+		     strncmp(buf + i, "JDK_JAVA_OPTIONS=", 17) == 0) && strstr(buf + i, flag))
+			return true;
+	return false;
+}
+
+/* Whether process PID maps a libpython (an embedded interpreter). */
+static bool maps_libpython(pid_t pid)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	int fd = procfs_open(pid, 0, "maps", O_RDONLY);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	while (!found && getline(&line, &cap, f) > 0)
+		found = strstr(line, "/libpython3") != NULL;
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* What the language runtime of P lets the dumps name: its Python frames,
+ * its JIT frames (node, java).  Only for an executable named python*,
+ * node or java, or one that maps a libpython: stackdump_runtime reads the
+ * process's modules as a dump does, too slow for every process of a host
+ * (all = yes). */
+static void check_runtime(struct reporter *rp, const struct watch_proc *p)
+{
+	struct stackdump_runtime rt;
+	struct doctor_result r;
+	char exe[PATH_MAX];
+	const char *kind = "", *file;
+
+	if (procfs_read_link(p->pid, "exe", exe, sizeof exe) < 0)
+		return;
+	file = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+	if (strcmp(file, "node") == 0 || strcmp(file, "nodejs") == 0)
+		kind = "node";
+	else if (strcmp(file, "java") == 0)
+		kind = "java";
+	if ((!*kind && strncmp(file, "python", 6) != 0 && !maps_libpython(p->pid)) ||
+	    stackdump_runtime(p->pid, &rt) < 0)
+		return;
+	if (doctor_check_runtime(p->pid, p->comm, kind, &rt,
+	                         *kind == 'j' && preserves_frame_pointer(p->pid), &r))
+		emit(rp, &r);
+}
+
 /* The database, its -wal and -shm (kept by the daemon: readers cannot
  * create them) and its directory must be readable by group cpumond. */
 static void check_database(struct reporter *rp, const char *db)
@@ -630,6 +744,8 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 		check_process(rp, &procs[i], self.cap_eff, &access, &traced);
 		if (full)
 			check_exe(rp, &procs[i], &seen, &nseen, &exes);
+		if (full)
+			check_runtime(rp, &procs[i]);
 	}
 	tally_end(rp, &access, "watched processes whose threads cpumond can read and ptrace");
 	tally_end(rp, &traced, "watched threads traced by no other program");

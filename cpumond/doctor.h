@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "cpumond/watch.h"
+#include "stackdump/stackdump.h"
 
 enum doctor_level { DOCTOR_OK, DOCTOR_WARN, DOCTOR_FAIL };
 
@@ -63,6 +64,17 @@ void doctor_check_tracer(pid_t pid, pid_t tid, long tracer, const char *tracer_c
  * (".symtab", ".dynsym", ..., "debug file", "" when nowhere). */
 void doctor_check_exe(const char *exe, int err, const char *build_id, const char *symsrc,
                       struct doctor_result *r);
+
+/* The language runtime of watched process PID (COMM), as
+ * stackdump_runtime says in RT: a CPython whose Python frames are read or
+ * not; for KIND "node" or "java" (its executable's name), whether its perf
+ * map names its JIT frames and how to turn it on, and for java whether
+ * PRESERVE_FP (-XX:+PreserveFramePointer on its command line or in
+ * JAVA_TOOL_OPTIONS) keeps the callers of compiled methods.  Returns false
+ * when there is nothing to say (R untouched). */
+bool doctor_check_runtime(pid_t pid, const char *comm, const char *kind,
+                          const struct stackdump_runtime *rt, bool preserve_fp,
+                          struct doctor_result *r);
 
 /* A file of the log database, PATH with MODE: readers in group cpumond
  * need it group-readable.  ERR is the errno of stat (ENOENT: not created

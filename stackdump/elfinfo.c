@@ -918,3 +918,67 @@ const char *elfinfo_symbol(const struct elfinfo *ei, uint64_t vaddr, uint64_t *s
 	*start = best->value;
 	return ei->strtab + best->name;
 }
+
+int elfinfo_dynsym_values(int fd, const char *const *names, size_t n, uint64_t *values)
+{
+	struct stat st;
+	Elf64_Ehdr eh;
+
+	for (size_t k = 0; k < n; k++)
+		values[k] = 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOEXEC;
+	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
+	int r = src_read(&s, 0, &eh, sizeof(eh));
+	if (r < 0)
+		return r;
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+	    eh.e_shnum == 0 || eh.e_shoff == 0)
+		return -ENOEXEC;
+
+	char *shtab, *symtab = NULL, *strtab = NULL;
+	uint64_t symtab_size = 0, strtab_size = 0;
+	struct elfinfo scratch;    /* read_section's note of a refused section */
+	size_t nsec = eh.e_shnum;
+	r = src_read_alloc(&s, eh.e_shoff, (uint64_t)nsec * sizeof(Elf64_Shdr), &shtab);
+	if (r < 0)
+		return r;
+	memset(&scratch, 0, sizeof(scratch));
+	for (size_t i = 1; i < nsec && !symtab; i++) {
+		Elf64_Shdr sh, strsh;
+
+		memcpy(&sh, shtab + i * sizeof(sh), sizeof(sh));
+		if (sh.sh_type != SHT_DYNSYM || sh.sh_entsize != sizeof(Elf64_Sym) ||
+		    sh.sh_link == 0 || sh.sh_link >= nsec)
+			continue;
+		memcpy(&strsh, shtab + (size_t)sh.sh_link * sizeof(strsh), sizeof(strsh));
+		if (strsh.sh_type != SHT_STRTAB)
+			break;
+		r = read_section(&s, &sh, ".dynsym", ELFINFO_MAX_SYMTAB, &scratch, &symtab,
+		                 &symtab_size);
+		if (r == 0)
+			r = read_section(&s, &strsh, ".dynstr", ELFINFO_MAX_SYMTAB, &scratch,
+			                 &strtab, &strtab_size);
+		break;
+	}
+	free(shtab);
+	if (r == 0 && symtab && strtab) {
+		for (size_t i = 0; i < symtab_size / sizeof(Elf64_Sym); i++) {
+			Elf64_Sym sym;
+
+			memcpy(&sym, symtab + i * sizeof(sym), sizeof(sym));
+			if (sym.st_shndx == SHN_UNDEF || sym.st_name == 0 ||
+			    sym.st_name >= strtab_size)
+				continue;
+			for (size_t k = 0; k < n; k++)
+				if (!values[k] && strcmp(strtab + sym.st_name, names[k]) == 0)
+					values[k] = sym.st_value;
+		}
+	}
+	free(symtab);
+	free(strtab);
+	return r == -ENOMEM ? r : 0;
+}

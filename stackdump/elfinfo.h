@@ -150,4 +150,12 @@ bool elfinfo_eh_word(const struct elfinfo *ei, uint64_t vaddr, uint64_t *word);
  * in *START; NULL when none does.  The name lives as long as EI. */
 const char *elfinfo_symbol(const struct elfinfo *ei, uint64_t vaddr, uint64_t *start);
 
+/* The values (st_value: ELF virtual addresses) of the symbols NAMES[0..N)
+ * that the .dynsym of the ELF file FD defines, any type (data too:
+ * elfinfo_read_fd keeps functions only), 0 for those it does not.  The
+ * interpreter's exported variables (pyframes.c: _PyRuntime, PyCode_Type).
+ * Returns 0 (also for a file without .dynsym), -ENOEXEC when FD is not a
+ * well-formed 64-bit little-endian ELF file, -ENOMEM or the read error. */
+int elfinfo_dynsym_values(int fd, const char *const *names, size_t n, uint64_t *values);
+
 #endif

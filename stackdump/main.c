@@ -269,6 +269,7 @@ int main(int argc, char **argv)
 		stackdump_free(sd);
 		return 1;
 	}
+	stackdump_set_note(sd, note, NULL);
 	if (symbolize_open(&names_opt, &names) < 0)
 		names = NULL;   /* out of memory: the names found in the dump */
 	int rc = 0;

@@ -3,6 +3,8 @@
 #include "stackdump/modules.h"
 
 #include "stackdump/stackdump.h"
+#include "stackdump/perfmap.h"
+#include "stackdump/pyframes.h"
 #include "stackdump/targetfs.h"
 
 #include <elf.h>
@@ -263,6 +265,8 @@ void addrspace_clear(struct addrspace *as)
 		unw_destroy_addr_space(as->as);
 	procmaps_free(&as->maps);
 	free(as->mods);
+	pyframes_proc_free(as->py);
+	perfmap_proc_free(as->jit);
 	memset(as, 0, sizeof(*as));
 }
 

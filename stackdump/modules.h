@@ -53,6 +53,9 @@ struct modules {
 	uint64_t vdso_size;
 };
 
+struct pyframes_proc;
+struct perfmap_proc;
+
 /* One process's address space. */
 struct addrspace {
 	pid_t pid;
@@ -64,6 +67,10 @@ struct addrspace {
 	unsigned mods_gen;              /* modules.gen when mods was built */
 	uint64_t sigreturn;             /* the C library's signal return
 	                                   trampoline here, 0 when unknown */
+	struct pyframes_proc *py;       /* its CPython (pyframes.h), NULL until
+	                                   a dump looked */
+	struct perfmap_proc *jit;       /* its perf map (perfmap.h), NULL until
+	                                   a frame was in JIT code */
 };
 
 void modules_init(struct modules *ms);

@@ -536,6 +536,8 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 	}
 	if (g == 0)
 		copy_interrupted_stack(tid, maps, snap);
+	if (g == 0 && snap->in_stop)
+		snap->in_stop(snap->in_stop_arg, tid, snap);
 	if (test_hold_us())
 		usleep(test_hold_us());
 	int d = ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);

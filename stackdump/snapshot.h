@@ -54,6 +54,13 @@ struct snapshot {
 	size_t stack2_len;       /* 0 when there was none to copy */
 	uint64_t stop_start_ns;  /* CLOCK_MONOTONIC at PTRACE_INTERRUPT */
 	uint64_t stop_ns;        /* PTRACE_INTERRUPT .. PTRACE_DETACH */
+	/* When not NULL, called once inside the window, after the registers
+	 * and the stack were copied, before the detach, with IN_STOP_ARG, the
+	 * thread's tid and this snapshot: more of the stopped thread's memory
+	 * to copy (pyframes_in_stop: its Python thread state).  It must not
+	 * allocate, open a file or block. */
+	void (*in_stop)(void *arg, pid_t tid, const struct snapshot *snap);
+	void *in_stop_arg;
 };
 
 /* Where the live stacks of recently dumped threads were.  Before the next

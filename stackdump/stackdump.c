@@ -23,6 +23,8 @@
 
 #include "stackdump/elfinfo.h"
 #include "stackdump/modules.h"
+#include "stackdump/perfmap.h"
+#include "stackdump/pyframes.h"
 #include "stackdump/demangle.h"
 #include "stackdump/procmaps.h"
 #include "stackdump/snapshot.h"
@@ -45,6 +47,10 @@ struct stackdump {
 	struct snapshot_hints hints;
 	struct snapshot snap;       /* the copy of the last dump */
 	struct unwind_frame raw[STACKDUMP_MAX_FRAMES];
+	bool languages;             /* Python and JIT frames (pyframes.h, perfmap.h) */
+	struct pyframes_copy py;    /* a CPython thread's state, copied in the stop */
+	void (*note)(const char *msg, void *arg);
+	void *note_arg;
 };
 
 __attribute__((format(printf, 2, 3)))
@@ -189,14 +195,21 @@ static uint64_t lookup_addr(const struct stackdump *sd, size_t i)
 	return i > 0 && !sd->raw[i - 1].signal && ip > 0 ? ip - 1 : ip;
 }
 
-static int resolve_frame(struct stackdump *sd, const struct addrspace *p, size_t i,
-                         struct stackdump_frame *f)
+static int resolve_frame(struct stackdump *sd, struct addrspace *p, size_t i,
+                         uint64_t dump, struct stackdump_frame *f)
 {
 	const struct unwind_frame *raw = &sd->raw[i];
 	uint64_t look = lookup_addr(sd, i), bias = 0;
 	const char *module = "?", *build_id = "", *symbol = NULL;
 	const struct procmaps_entry *e;
 	const struct module *mod = addrspace_module(p, look, &e);
+
+	/* Code a JIT compiled: named from the process's perf map. */
+	if (!mod && sd->languages && perfmap_jit_mapping(e)) {
+		int r = perfmap_name_frame(&p->jit, p->pid, dump, raw->ip, look, f);
+		if (r != -ENOENT)
+			return r;
+	}
 
 	if (e && e->path[0] != '\0') {
 		module = e->path;
@@ -228,7 +241,7 @@ static int resolve_frame(struct stackdump *sd, const struct addrspace *p, size_t
 }
 
 /* Modules, offsets and names of the N frames in sd->raw. */
-static int resolve(struct stackdump *sd, const struct addrspace *p, size_t n,
+static int resolve(struct stackdump *sd, struct addrspace *p, size_t n,
                    struct stackdump_stack *out)
 {
 	out->frames = calloc(n, sizeof(*out->frames));
@@ -236,7 +249,7 @@ static int resolve(struct stackdump *sd, const struct addrspace *p, size_t n,
 		goto nomem;
 	out->nframes = n;
 	for (size_t i = 0; i < n; i++)
-		if (resolve_frame(sd, p, i, &out->frames[i]) < 0)
+		if (resolve_frame(sd, p, i, out->stop_start_ns, &out->frames[i]) < 0)
 			goto nomem;
 	out->hash = stackdump_hash(out->frames, out->nframes);
 	return 0;
@@ -285,7 +298,9 @@ struct stackdump *stackdump_new(void)
 	if (!sd)
 		return NULL;
 	modules_init(&sd->ms);
-	if (stackdump_set_stack_copy(sd, STACKDUMP_STACK_COPY_DEFAULT) < 0) {
+	sd->languages = true;
+	if (pyframes_copy_init(&sd->py) < 0 ||
+	    stackdump_set_stack_copy(sd, STACKDUMP_STACK_COPY_DEFAULT) < 0) {
 		stackdump_free(sd);
 		return NULL;
 	}
@@ -327,6 +342,7 @@ void stackdump_free(struct stackdump *sd)
 	snapshot_pending_free(&sd->pending);
 	free(sd->snap.stack);
 	free(sd->snap.stack2);
+	pyframes_copy_free(&sd->py);
 	free(sd);
 }
 
@@ -411,6 +427,15 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	if (fresh && (r = refresh(sd, p, sf.vsize, tid, out)) < 0)
 		return r;
 	sd->snap.sigreturn = p->sigreturn;
+	/* A CPython thread: its thread state and data stack are copied in the
+	 * stop too (pyframes.h). */
+	char pywhy[200] = "";
+	bool py = sd->languages &&
+	          pyframes_prepare(&p->py, p, tid, &sd->py, pywhy, sizeof(pywhy)) == 0;
+	if (pywhy[0] && sd->note)
+		sd->note(pywhy, sd->note_arg);
+	sd->snap.in_stop = py ? pyframes_in_stop : NULL;
+	sd->snap.in_stop_arg = &sd->py;
 	r = snapshot_take(&sd->pending, &sd->hints, pid, tid, sf.processor,
 	                  p->maps.n ? &p->maps : NULL,
 	                  &sd->snap, out->error, sizeof(out->error));
@@ -434,7 +459,30 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	r = unwind(sd, p, sf.vsize, tid, (size_t)max_frames, fresh, out);
 	if (r < 0)
 		return r;
-	return resolve(sd, p, (size_t)r, out);
+	r = resolve(sd, p, (size_t)r, out);
+	if (r == 0 && py && (r = pyframes_merge_stack(p->py, p, &sd->py, (size_t)max_frames,
+	                                              out)) < 0) {
+		stackdump_stack_free(out);
+		set_error(out, "out of memory");
+	}
+	return r;
+}
+
+void stackdump_set_language_frames(struct stackdump *sd, bool on)
+{
+	sd->languages = on;
+}
+
+void stackdump_set_note(struct stackdump *sd, void (*note)(const char *msg, void *arg),
+                        void *arg)
+{
+	sd->note = note;
+	sd->note_arg = arg;
+}
+
+uint64_t stackdump_language_stop_ns(const struct stackdump *sd)
+{
+	return sd->snap.in_stop ? sd->py.ns : 0;
 }
 
 void stackdump_stack_free(struct stackdump_stack *st)
@@ -491,6 +539,16 @@ uint64_t stackdump_hash(const struct stackdump_frame *frames, size_t nframes)
 		unsigned char le[8];
 
 		h = fnv1a(h, key, strlen(key) + 1);   /* with its NUL as separator */
+		if (strcmp(key, STACKDUMP_PYTHON) == 0) {
+			const char *file = f->module ? f->module : "";
+			const char *name = f->symbol ? f->symbol : "";
+			h = fnv1a(h, file, strlen(file) + 1);
+			h = fnv1a(h, name, strlen(name) + 1);
+		} else if (strcmp(key, STACKDUMP_JIT) == 0) {
+			char name[PERFMAP_NAME_MAX + 1];
+			perfmap_identity(f->symbol ? f->symbol : "", name, sizeof(name));
+			h = fnv1a(h, name, strlen(name) + 1);
+		}
 		for (int b = 0; b < 8; b++)
 			le[b] = (unsigned char)(f->func_offset >> (8 * b));
 		h = fnv1a(h, le, sizeof(le));
@@ -570,6 +628,14 @@ void stackdump_put_frame(const struct stackdump_frame *f, FILE *out)
 {
 	const char *module = f->module && f->module[0] ? f->module : "?";
 
+	if (f->build_id && strcmp(f->build_id, STACKDUMP_PYTHON) == 0) {
+		/* A line, not an offset: the offset is the line. */
+		stackdump_put_escaped(f->symbol ? f->symbol : "?", out);
+		fputs(" (", out);
+		stackdump_put_escaped(module, out);
+		fprintf(out, ":%" PRIu64 ")", f->offset);
+		return;
+	}
 	if (f->symbol && f->symbol[0]) {
 		char *readable = demangle_name(f->symbol);
 
@@ -618,4 +684,32 @@ void stackdump_print(const struct stackdump_stack *st, const char *indent, FILE 
 	}
 	if (st->truncated)
 		fprintf(out, "%s  (truncated at %zu frames)\n", indent, unwound);
+}
+
+int stackdump_runtime(pid_t pid, struct stackdump_runtime *out)
+{
+	struct modules ms;
+	struct addrspace as = { .pid = pid };
+	struct procfs_stat st;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if ((r = procfs_read_stat(pid, pid, &st)) < 0)
+		return r;
+	modules_init(&ms);
+	as.as = unwind_create_space();
+	r = as.as ? addrspace_refresh(&ms, &as, st.vsize) : -ENOMEM;
+	if (r == 0)
+		out->python = pyframes_describe(&as.py, &as, out->python_version,
+		                                sizeof(out->python_version));
+	addrspace_clear(&as);
+	modules_free(&ms);
+	if (r < 0)
+		return r;
+	if (out->python < 0 && out->python != -ENOTSUP)
+		return out->python;
+	out->perf_map = perfmap_probe(pid, out->perf_map_path, sizeof(out->perf_map_path),
+	                              &out->perf_map_entries, out->perf_map_why,
+	                              sizeof(out->perf_map_why));
+	return 0;
 }

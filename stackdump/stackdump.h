@@ -52,6 +52,20 @@ struct stackdump_frame {
 	                            has the same ip */
 };
 
+/* Frames of code no ELF file describes carry one of these as build_id (a
+ * real build-id is hex):
+ *   STACKDUMP_PYTHON  a Python function (pyframes.h): module and file its
+ *     code's co_filename, symbol its qualified name, func_offset its first
+ *     line, offset and line the line being run (file and line set when
+ *     the stack is taken; the line is stored as the offset), symbol_offset
+ *     the lines between them, ip the address of its bytecode instruction;
+ *   STACKDUMP_JIT  code a JIT compiled, named from the process's perf map
+ *     (perfmap.h): module the map ("/tmp/perf-4242.map"), symbol the map's
+ *     name, func_offset 0, offset and symbol_offset the ip's from the
+ *     start of the map's entry. */
+#define STACKDUMP_PYTHON "python"
+#define STACKDUMP_JIT    "jit"
+
 struct stackdump_stack {
 	struct stackdump_frame *frames;  /* innermost first */
 	size_t nframes;
@@ -107,6 +121,22 @@ int stackdump_poll(struct stackdump *sd);
 
 void stackdump_stack_free(struct stackdump_stack *st);
 
+/* Python and JIT frames (pyframes.h, perfmap.h) in the stacks, or native
+ * frames only (ON false; the default is true): make bench compares the
+ * stop times. */
+void stackdump_set_language_frames(struct stackdump *sd, bool on);
+
+/* NOTE is called with what the user should know about a process, once:
+ * a CPython whose frames cannot be read ("python frames of python3.9 are
+ * not read: CPython before 3.11 ...").  A line without newline; NULL: not
+ * said. */
+void stackdump_set_note(struct stackdump *sd, void (*note)(const char *msg, void *arg),
+                        void *arg);
+
+/* How long the last dump's Python reads took inside its stop (ns), 0 when
+ * it made none: the part of stop_ns they add. */
+uint64_t stackdump_language_stop_ns(const struct stackdump *sd);
+
 /* Copies frame SRC to *DST with copies of its strings.  Returns 0, or
  * -ENOMEM with *DST owning what was copied (free it as a frame of a
  * stack). */
@@ -117,7 +147,13 @@ int stackdump_frame_copy(struct stackdump_frame *dst, const struct stackdump_fra
  * load address and whichever instruction of the function was caught.
  * Never returns 0 for nframes > 0.  The hashes are stored: the algorithm is
  * fixed, FNV-1a 64 over, per frame, the key's bytes, a NUL byte and
- * func_offset as 8 little-endian bytes; a result of 0 becomes 1. */
+ * func_offset as 8 little-endian bytes; a result of 0 becomes 1.  The key
+ * of a STACKDUMP_PYTHON frame is "python", NUL, its file, NUL, its
+ * qualified name (and func_offset its first line): a Python function is
+ * the same everywhere, whichever line was caught.  The key of a
+ * STACKDUMP_JIT frame is "jit", NUL, its name without V8's tier mark
+ * (perfmap_identity; func_offset 0): JIT code is at other addresses in
+ * every run and compiled again as it warms up, its name stays. */
 uint64_t stackdump_hash(const struct stackdump_frame *frames, size_t nframes);
 
 /* A frame is spelled one of two ways, by what it stands for:
@@ -126,7 +162,8 @@ uint64_t stackdump_hash(const struct stackdump_frame *frames, size_t nframes);
  *     symbol (the module as stored, a path) -- as pstack and eu-stack print
  *     the exact pc: stackdump, cpumond tail; a call inlined there is
  *     "symbol [inlined] (module)", and " at FILE:LINE" (the source file's
- *     name) follows when the line is known;
+ *     name) follows when the line is known; a Python function's
+ *     (STACKDUMP_PYTHON) is "qualname (file:LINE)", at the line it runs;
  *   a function: "symbol", or "module@0xSTART", START the function's start
  *     (func_offset) in the module, when there is no symbol (the module's
  *     file name) -- a place many samples share: cpumond report, folded
@@ -199,5 +236,25 @@ struct stackdump_sources {
  * always set. */
 int stackdump_module_sources(pid_t pid, const char *path, const char *debug_dir,
                              struct stackdump_sources *out);
+
+/* What the language runtime of a process lets a dump name. */
+struct stackdump_runtime {
+	int python;                 /* 1: a CPython whose Python frames are read
+	                               (pyframes.h); 0: no CPython; -ENOTSUP: one
+	                               whose frames are not read (its version) */
+	char python_version[24];    /* "3.11.2", "before 3.11"; "" without CPython */
+	int perf_map;               /* 0: its perf map was read; else -errno:
+	                               -ENOENT none, -EPERM refused (perfmap.h) */
+	char perf_map_path[64];     /* "/tmp/perf-4242.map", as the process names it */
+	size_t perf_map_entries;
+	char perf_map_why[200];     /* what was refused or clipped, "" */
+};
+
+/* Says, for the doctor, whether process PID runs a CPython whose frames
+ * dumps read, and whether its perf map (JIT code's names) exists, by the
+ * dumps' own code: its memory map and modules, read as a dump reads them,
+ * nothing stopped.  Returns 0 with *OUT, or -errno when PID's memory map
+ * cannot be read (-ESRCH: gone). */
+int stackdump_runtime(pid_t pid, struct stackdump_runtime *out);
 
 #endif

@@ -81,16 +81,29 @@ static bool table_word(struct ctx *c, uint64_t addr, unw_word_t *val)
  * writable word the unwinder reads there, a CIE's personality routine
  * pointer (DW.ref.__gxx_personality_v0 in .data, filled in at load time,
  * read through DW_EH_PE_indirect: without it no C++ frame with a landing
- * pad unwinds).  Anonymous memory and stacks are never read live. */
+ * pad unwinds).  Anonymous memory and stacks are never read live, except
+ * executable anonymous memory: JIT code, which has no unwind tables.  For
+ * a frame no table covers, libunwind's x86-64 unw_step follows the frame
+ * pointer chain (V8's JIT code keeps one, HotSpot's with
+ * -XX:+PreserveFramePointer), but first reads the word at the ip: one it
+ * cannot read is taken for a call through a bad pointer, and the return
+ * address is then taken from the stack pointer -- a wrong caller, seen on
+ * HotSpot, whose code cache is writable too (rwxp).  The bytes are only
+ * looked at: code changed since the stop cannot mislead the unwind. */
 static bool module_word(struct ctx *c, uint64_t addr, unw_word_t *val)
 {
 	if (serve(c->code_lo, c->code_len, c->code, addr, val))
 		return true;
 	const struct procmaps_entry *e = procmaps_find(&c->as->maps, addr);
 	if (!e || e->perms[0] != 'r' || e->end - addr < 8 ||
-	    (e->perms[1] == 'w' && e->path[0] != '/'))
+	    (e->perms[1] == 'w' && e->path[0] != '/' && e->perms[2] != 'x'))
 		return false;
+	/* An aligned chunk, unless the word crosses its end (an ip in the
+	 * last 7 bytes of one was never readable, and the frame-pointer
+	 * fallback then took a wrong caller). */
 	uint64_t lo = addr & ~(uint64_t)(CODE_CHUNK - 1);
+	if (addr - lo > CODE_CHUNK - 8)
+		lo = addr;
 	if (lo < e->start)
 		lo = e->start;
 	size_t len = e->end - lo < CODE_CHUNK ? (size_t)(e->end - lo) : CODE_CHUNK;

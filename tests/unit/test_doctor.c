@@ -297,6 +297,60 @@ static void test_watch_empty(void **state)
 	config_free(&cfg);
 }
 
+/* Python, node and java processes: what their frames are named from. */
+static void test_runtime(void **state)
+{
+	struct stackdump_runtime rt = { .python = 1, .python_version = "3.11.2",
+	                                .perf_map = -ENOENT,
+	                                .perf_map_path = "/tmp/perf-7.map" };
+	struct doctor_result r;
+
+	(void)state;
+	assert_true(doctor_check_runtime(42, "python3.11", "", &rt, false, &r));
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "python3.11[42] runs CPython 3.11.2: its Python frames are read");
+	rt.python = -ENOTSUP;
+	snprintf(rt.python_version, sizeof rt.python_version, "3.10.13");
+	assert_true(doctor_check_runtime(42, "python3.10", "", &rt, false, &r));
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_non_null(strstr(r.message, "CPython 3.10.13, whose Python frames are not read"));
+	assert_string_equal(r.fix, "run it on CPython 3.11, 3.12 or 3.13");
+	rt.python = 0;
+	assert_false(doctor_check_runtime(42, "nginx", "", &rt, false, &r));
+
+	assert_true(doctor_check_runtime(7, "node", "node", &rt, false, &r));
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_string_equal(r.message, "node[7] has no perf map /tmp/perf-7.map: its JavaScript "
+	                    "frames have no names");
+	assert_string_equal(r.fix, "start it with node --perf-basic-prof "
+	                    "--interpreted-frames-native-stack");
+	rt.perf_map = 0;
+	rt.perf_map_entries = 2430;
+	assert_true(doctor_check_runtime(7, "node", "node", &rt, false, &r));
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "node[7]: its perf map /tmp/perf-7.map names its "
+	                    "JavaScript frames (2430 entries)");
+
+	/* java: without -XX:+PreserveFramePointer, then without a map. */
+	assert_true(doctor_check_runtime(7, "java", "java", &rt, false, &r));
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_non_null(strstr(r.message, "without -XX:+PreserveFramePointer"));
+	assert_non_null(strstr(r.fix, "jcmd 7 Compiler.perfmap"));
+	assert_true(doctor_check_runtime(7, "java", "java", &rt, true, &r));
+	assert_int_equal(r.level, DOCTOR_OK);
+	rt.perf_map = -ENOENT;
+	assert_true(doctor_check_runtime(7, "java", "java", &rt, true, &r));
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_string_equal(r.fix, "write it with jcmd 7 Compiler.perfmap (again when new code "
+	                    "is compiled)");
+	rt.perf_map = -EPERM;
+	snprintf(rt.perf_map_why, sizeof rt.perf_map_why, "perf map /tmp/perf-7.map refused: "
+	         "owned by uid 4242, not by the process's uid 0 or root");
+	assert_true(doctor_check_runtime(7, "java", "java", &rt, true, &r));
+	assert_string_equal(r.message, "java[7]: perf map /tmp/perf-7.map refused: owned by uid "
+	                    "4242, not by the process's uid 0 or root");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_db_file),
 		cmocka_unit_test(test_watch_matches),
 		cmocka_unit_test(test_watch_empty),
+		cmocka_unit_test(test_runtime),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
