@@ -13,11 +13,14 @@
 #  8. what reading a CPython thread's frames adds to the stop
 #     (pystop_bench): dumps of tests/targets/pychain.py's hot thread with
 #     native frames only and with Python frames, alternating, one dumper
+#  9. what names at read time cost report and tail (bench/names_bench.py):
+#     a database of NAMES_EVENTS events read with the stored names and
+#     with the frames named again from split debug files, alternating
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
-# LIBPROC2=1 (adds libproc2's row),
-# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8").
+# LIBPROC2=1 (adds libproc2's row), NAMES_EVENTS, NAMES_RUNS (section 9),
+# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -30,7 +33,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 8}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -286,5 +289,13 @@ if has 8; then
 			--reps "${PY_REPS:-400}" || echo "**pystop_bench failed**"
 		kill "$py" 2>/dev/null || true
 	fi
+	echo
+fi
+
+if has 9; then
+	echo "## 9. Names at read time"
+	echo
+	python3 "$HERE/names_bench.py" --build "$B" --events "${NAMES_EVENTS:-10000}" \
+		--runs "${NAMES_RUNS:-7}" || echo "**names_bench failed**"
 	echo
 fi

@@ -226,11 +226,38 @@ void doctor_check_tracer(pid_t pid, pid_t tid, long tracer, const char *tracer_c
 	}
 }
 
-void doctor_check_exe(const char *exe, int err, const char *build_id, const char *symsrc,
+/* What SYMSRC (stackdump_sources.symbols) is called in the doctor's words. */
+static const char *taken_source(const char *symsrc)
+{
+	if (!symsrc || !symsrc[0])
+		return "none";
+	if (strcmp(symsrc, ".symtab") == 0)
+		return "symbols (.symtab)";
+	if (strstr(symsrc, ".gnu_debugdata"))
+		return "MiniDebugInfo (.gnu_debugdata)";
+	if (strcmp(symsrc, ".dynsym") == 0)
+		return "exported names only (.dynsym)";
+	return symsrc;   /* "debug file" */
+}
+
+void doctor_check_exe(const char *exe, int err, const struct doctor_names *n,
                       struct doctor_result *r)
 {
+	const char *symsrc = n->symsrc, *build_id = n->build_id;
 	bool names = symsrc && symsrc[0] && strcmp(symsrc, ".dynsym") != 0;
+	bool lines = n->read == SYMBOLIZE_DWARF || n->read == SYMBOLIZE_DEBUG_FILE;
+	char read[PATH_MAX + 64];
 
+	if (n->read == SYMBOLIZE_DEBUG_FILE && n->debug_file)
+		snprintf(read, sizeof read, "names, file:line and inlined calls from its debug file %s",
+		         n->debug_file);
+	else if (lines)
+		snprintf(read, sizeof read, "names, file:line and inlined calls from its DWARF");
+	else if (n->debuginfod)
+		snprintf(read, sizeof read, "debuginfod (DEBUGINFOD_URLS; not asked here)");
+	else
+		snprintf(read, sizeof read, "%s", names ? "the names stored when it was taken, "
+		         "no file:line" : n->read == SYMBOLIZE_SYMBOLS ? "exported names only" : "none");
 	if (err) {
 		set(r, DOCTOR_WARN, "cannot read the executable %s: %s (names will be missing)",
 		    exe, strerror(err));
@@ -240,16 +267,49 @@ void doctor_check_exe(const char *exe, int err, const char *build_id, const char
 		set(r, DOCTOR_WARN, "%s has no build-id: its stacks are told apart by path only, "
 		    "and separate debug files cannot be found", exe);
 		set_fix(r, "link it with -Wl,--build-id");
-	} else if (!names) {
-		set(r, DOCTOR_WARN, "%s is stripped (%s): frames inside it will show as "
-		    "module+offset, not function names", exe,
-		    symsrc && symsrc[0] ? "exported names only" : "no symbols");
-		set_fix(r, "install its debug symbols (" STACKDUMP_DEBUG_DIR "/.build-id/%.2s/%s.debug, "
-		        "e.g. the -dbgsym package), or build it without stripping .symtab",
-		        build_id, build_id + 2);
+	} else if (!names && !lines && !n->debuginfod) {
+		set(r, DOCTOR_WARN, "%s is stripped: frames inside it will show as module+offset; "
+		    "names when a stack is taken: %s, when tail and report read it: %s (no "
+		    "symbols, debug file, MiniDebugInfo or debuginfod)", exe, taken_source(symsrc), read);
+		if (n->package && n->package[0])
+			set_fix(r, "apt install %s-dbgsym from Debian's debug archive (deb "
+			        "http://deb.debian.org/debian-debug %s-debug main), or run tail and "
+			        "report with DEBUGINFOD_URLS=https://debuginfod.debian.net", n->package,
+			        n->codename && n->codename[0] ? n->codename : "bookworm");
+		else
+			set_fix(r, "install its debug file as " STACKDUMP_DEBUG_DIR "/.build-id/%.2s/%s.debug "
+			        "(or give tail and report --debug-dir DIR), run them with DEBUGINFOD_URLS "
+			        "naming a server that has it, or build it without stripping .symtab",
+			        build_id, build_id + 2);
 	} else {
-		set(r, DOCTOR_OK, "%s has build-id %.12s and names (%s)", exe, build_id, symsrc);
+		set(r, DOCTOR_OK, "%s has build-id %.12s; names when a stack is taken: %s; when "
+		    "tail and report read it: %s", exe, build_id, taken_source(symsrc), read);
 	}
+}
+
+bool doctor_parse_dpkg_owner(const char *out, const char *path, char *pkg, size_t len)
+{
+	size_t plen = strlen(path);
+
+	if (len)
+		pkg[0] = '\0';
+	for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1
+	                                                                     : NULL) {
+		const char *nl = strchr(line, '\n'), *end = nl ? nl : line + strlen(line);
+		const char *sep = strstr(line, ": ");
+		size_t n;
+
+		if (strncmp(line, "diversion ", 10) == 0 || !sep || sep > end ||
+		    (size_t)(end - sep - 2) != plen || memcmp(sep + 2, path, plen) != 0)
+			continue;
+		n = strcspn(line, ":, ");
+		if (n == 0 || n >= len)
+			return false;
+		memcpy(pkg, line, n);
+		pkg[n] = '\0';
+		return true;
+	}
+	return false;
 }
 
 bool doctor_check_runtime(pid_t pid, const char *comm, const char *kind,
@@ -583,20 +643,93 @@ static void check_process(struct reporter *rp, const struct watch_proc *p, uint6
 	tally_emit(rp, access, &r);
 }
 
+/* What the names checks of the executables share: the readers' lookup
+ * (offline: the doctor asks no server), whether they would ask servers,
+ * and the Debian release. */
+struct names_check {
+	struct symbolize *s;     /* NULL: out of memory */
+	bool debuginfod;
+	char codename[32];
+};
+
+static void names_check_open(struct names_check *nc)
+{
+	struct symbolize_options o = { .offline = true };
+	char line[256];
+	FILE *f = fopen("/etc/os-release", "re");
+
+	memset(nc, 0, sizeof *nc);
+	if (symbolize_open(&o, &nc->s) < 0)
+		nc->s = NULL;
+	o.urls = getenv("DEBUGINFOD_URLS");
+	o.offline = false;
+	nc->debuginfod = symbolize_uses_debuginfod(&o);
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VERSION_CODENAME=%31[a-z]", nc->codename) == 1)
+			break;
+	if (f)
+		fclose(f);
+}
+
+/* The Debian package that owns EXE, by dpkg-query -S, also under its
+ * name without /usr (Debian 12's /bin, /sbin and /lib are links into
+ * /usr, and dpkg knows some files by the old name).  "" when none. */
+static void owner_package(const char *exe, char *pkg, size_t len)
+{
+	const char *names[2] = { exe, strncmp(exe, "/usr/", 5) == 0 ? exe + 4 : NULL };
+
+	pkg[0] = '\0';
+	for (size_t i = 0; i < 2 && names[i] && !pkg[0]; i++) {
+		char out[4096];
+		size_t got = 0;
+		int fd[2], status;
+		pid_t child;
+
+		if (pipe2(fd, O_CLOEXEC) < 0)
+			return;
+		child = fork();
+		if (child == 0) {
+			int null = open("/dev/null", O_WRONLY);
+
+			dup2(fd[1], 1);
+			if (null >= 0)
+				dup2(null, 2);
+			execlp("dpkg-query", "dpkg-query", "-S", "--", names[i], (char *)NULL);
+			_exit(127);
+		}
+		close(fd[1]);
+		while (child > 0 && got < sizeof out - 1) {
+			ssize_t n = read(fd[0], out + got, sizeof out - 1 - got);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		out[got] = '\0';
+		close(fd[0]);
+		if (child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+		    WEXITSTATUS(status) == 0)
+			doctor_parse_dpkg_owner(out, names[i], pkg, len);
+	}
+}
+
 /* The executable of P, once per path. */
 static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***seen,
-                      size_t *nseen, struct tally *exes)
+                      size_t *nseen, struct tally *exes, struct names_check *nc)
 {
 	struct stackdump_sources src;
 	struct doctor_result r;
-	char exe[PATH_MAX];
+	struct doctor_names names = { .build_id = "", .symsrc = "" };
+	char exe[PATH_MAX], pkg[128];
 	char **grown;
 	int e = procfs_read_link(p->pid, "exe", exe, sizeof exe);
 
 	if (e < 0) {
 		if (!gone(-e)) {
 			snprintf(exe, sizeof exe, "of %s[%d]", p->comm, (int)p->pid);
-			doctor_check_exe(exe, -e, "", "", &r);
+			doctor_check_exe(exe, -e, &names, &r);
 			tally_emit(rp, exes, &r);
 		}
 		return;
@@ -615,7 +748,24 @@ static void check_exe(struct reporter *rp, const struct watch_proc *p, char ***s
 	 * now names another or lies in another mount namespace; its names as
 	 * the unwinder would find them, debug files included. */
 	e = stackdump_module_sources(p->pid, NULL, NULL, &src);
-	doctor_check_exe(exe, -e, src.build_id, src.symbols, &r);
+	names.build_id = src.build_id;
+	names.symsrc = src.symbols;
+	/* Where tail and report would find them: by the build-id, the file at
+	 * its path as the stored frames name it. */
+	if (e == 0 && src.build_id[0] && nc->s)
+		names.read = symbolize_module_source(nc->s, src.build_id, exe, &names.debug_file);
+	names.debuginfod = nc->debuginfod;
+	/* The package only for the fix of an executable without names. */
+	pkg[0] = '\0';
+	if (e == 0 && src.build_id[0] && (!src.symbols[0] || strcmp(src.symbols, ".dynsym") == 0) &&
+	    names.read != SYMBOLIZE_DWARF && names.read != SYMBOLIZE_DEBUG_FILE && !nc->debuginfod)
+		owner_package(exe, pkg, sizeof pkg);
+	names.package = pkg;
+	names.codename = nc->codename;
+	doctor_check_exe(exe, -e, &names, &r);
+	/* Where each one's names come from is said, the first SHOW_MAX. */
+	if (r.level == DOCTOR_OK && exes->ok < SHOW_MAX)
+		emit(rp, &r);
 	tally_emit(rp, exes, &r);
 }
 
@@ -721,6 +871,7 @@ static void check_database(struct reporter *rp, const char *db)
 static int run_checks(const struct config *cfg, struct watch *w, struct reporter *rp, bool full)
 {
 	struct tally access = { 0 }, traced = { 0 }, exes = { 0 };
+	struct names_check nc = { 0 };
 	const struct watch_proc *procs;
 	struct procfs_status self = { 0 };
 	struct doctor_result r;
@@ -740,10 +891,13 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 		doctor_check_watch(cfg, i, procs, n, &why, &r);
 		emit(rp, &r);
 	}
+	/* Only doctor_run reads executables; the daemon never loads libdw. */
+	if (full)
+		names_check_open(&nc);
 	for (size_t i = 0; i < n; i++) {
 		check_process(rp, &procs[i], self.cap_eff, &access, &traced);
 		if (full)
-			check_exe(rp, &procs[i], &seen, &nseen, &exes);
+			check_exe(rp, &procs[i], &seen, &nseen, &exes, &nc);
 		if (full)
 			check_runtime(rp, &procs[i]);
 	}
@@ -756,6 +910,7 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 	for (size_t i = 0; i < nseen; i++)
 		free(seen[i]);
 	free(seen);
+	symbolize_close(nc.s);
 	return rp->failures;
 }
 

@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "cpumond/watch.h"
+#include "stackdump/symbolize.h"
 #include "stackdump/stackdump.h"
 
 enum doctor_level { DOCTOR_OK, DOCTOR_WARN, DOCTOR_FAIL };
@@ -58,12 +59,37 @@ void doctor_check_access(pid_t pid, const char *comm, int proc_err, int mem_err,
 void doctor_check_tracer(pid_t pid, pid_t tid, long tracer, const char *tracer_comm,
                          pid_t self, struct doctor_result *r);
 
+/* Where a watched executable's function names come from. */
+struct doctor_names {
+	const char *build_id;    /* its GNU build-id in hex, "" when none */
+	const char *symsrc;      /* when a stack is taken, as stackdump_module_sources
+	                            says: ".symtab", ".dynsym" (exported names only),
+	                            ".gnu_debugdata" or ".dynsym+.gnu_debugdata"
+	                            (MiniDebugInfo), "debug file", "" (none) */
+	enum symbolize_source read;  /* when tail and report read a stack
+	                            (symbolize_module_source, offline) */
+	const char *debug_file;  /* the debug file they read, NULL when none */
+	bool debuginfod;         /* DEBUGINFOD_URLS names servers they would ask */
+	const char *package;     /* its Debian package (dpkg -S), "" when none */
+	const char *codename;    /* the Debian release (VERSION_CODENAME), "" unknown */
+};
+
 /* The executable EXE of a watched process: ERR the errno of reading it
- * (0: read), BUILD_ID its GNU build-id in hex ("" when none), SYMSRC where
- * its function names come from, as stackdump_module_sources says
- * (".symtab", ".dynsym", ..., "debug file", "" when nowhere). */
-void doctor_check_exe(const char *exe, int err, const char *build_id, const char *symsrc,
+ * (0: read), N where its names come from (N->build_id "" when ERR).  Ok
+ * when the stacks of it get function names, saying from where (symbols,
+ * MiniDebugInfo, a debug file, its DWARF, debuginfod) when taken and when
+ * read; a warning when they get none, with the command that gets them:
+ * the -dbgsym package of its Debian package from Debian's debug archive,
+ * DEBUGINFOD_URLS, or a debug file by build-id. */
+void doctor_check_exe(const char *exe, int err, const struct doctor_names *n,
                       struct doctor_result *r);
+
+/* The package that owns PATH in OUT, the output of `dpkg-query -S PATH`
+ * ("coreutils: /usr/bin/sha256sum"; "libc6:amd64, libc6-dev: /x" gives
+ * libc6; diversion lines are passed over): the package name without its
+ * architecture into PKG (LEN bytes).  Returns false (PKG "") when no line
+ * names PATH itself. */
+bool doctor_parse_dpkg_owner(const char *out, const char *path, char *pkg, size_t len);
 
 /* The language runtime of watched process PID (COMM), as
  * stackdump_runtime says in RT: a CPython whose Python frames are read or

@@ -263,17 +263,21 @@ static double seconds_since(const struct timespec *t0)
 static __typeof__(debuginfod_get_user_data) *get_user_data;
 
 /* The client calls this about once a second while a request runs (it
- * waits for its transfers a second at a time); non-zero cancels it.  A
- * request that received nothing new for timeout_s seconds is cancelled:
- * a server that accepts and does not answer, or stalls, costs that long. */
+ * waits for its transfers a second at a time); non-zero cancels it.  Until
+ * a server sends the file, BYTES counts the client's loops and TOTAL is
+ * 0; then they are the bytes received and the file's size.  A request
+ * that got no file within timeout_s seconds, or whose download stalls that
+ * long, is cancelled: a server that accepts and does not answer, or
+ * stalls, costs that long.  A try the client makes again after its own
+ * timeout (DEBUGINFOD_TIMEOUT, DEBUGINFOD_RETRY_LIMIT) is cancelled at its
+ * first call past the deadline. */
 static int progress(debuginfod_client *c, long bytes, long total)
 {
 	struct symbolize *s = get_user_data ? get_user_data(c) : NULL;
 
-	(void)total;
-	if (!s)
-		return 0;
-	if (bytes > s->last_bytes) {
+	if (!s || s->cancelled)
+		return s != NULL;
+	if (total > 0 && bytes > s->last_bytes) {
 		s->last_bytes = bytes;
 		clock_gettime(CLOCK_MONOTONIC, &s->last_progress);
 		return 0;

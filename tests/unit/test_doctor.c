@@ -147,28 +147,97 @@ static void test_tracer(void **state)
 	assert_non_null(strstr(r.message, "(?)"));
 }
 
+/* doctor_check_exe with the names found when a stack is taken (SYMSRC) and
+ * when it is read (READ, DEBUG_FILE), PACKAGE and DEBUGINFOD. */
+static void check_exe(const char *exe, int err, const char *build_id, const char *symsrc,
+                      enum symbolize_source read, const char *debug_file, const char *package,
+                      bool debuginfod, struct doctor_result *r)
+{
+	struct doctor_names n = {
+		.build_id = build_id, .symsrc = symsrc, .read = read, .debug_file = debug_file,
+		.debuginfod = debuginfod, .package = package, .codename = "bookworm",
+	};
+
+	doctor_check_exe(exe, err, &n, r);
+}
+
 static void test_exe(void **state)
 {
 	struct doctor_result r;
 	(void)state;
-	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".symtab", &r);
+	check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".symtab", SYMBOLIZE_DWARF, NULL, "", false, &r);
 	assert_int_equal(r.level, DOCTOR_OK);
-	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", "debug file", &r);
+	assert_string_equal(r.message, "/usr/sbin/nginx has build-id 4f1e2a9b0c7d; names when a stack "
+	                    "is taken: symbols (.symtab); when tail and report read it: names, "
+	                    "file:line and inlined calls from its DWARF");
+	check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", "debug file", SYMBOLIZE_DEBUG_FILE,
+	          "/usr/lib/debug/.build-id/4f/1e2a9b0c7d.debug", "", false, &r);
 	assert_int_equal(r.level, DOCTOR_OK);
-	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".dynsym+.gnu_debugdata", &r);
+	assert_non_null(strstr(r.message, "taken: debug file; when tail and report read it: names, "
+	                       "file:line and inlined calls from its debug file "
+	                       "/usr/lib/debug/.build-id/4f/1e2a9b0c7d.debug"));
+	check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".dynsym+.gnu_debugdata", SYMBOLIZE_SYMBOLS,
+	          NULL, "nginx", false, &r);
 	assert_int_equal(r.level, DOCTOR_OK);
-	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".dynsym", &r);
+	assert_non_null(strstr(r.message, "MiniDebugInfo (.gnu_debugdata); when tail and report read "
+	                       "it: the names stored when it was taken, no file:line"));
+	/* Stripped, from a package: its -dbgsym package, or debuginfod. */
+	check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".dynsym", SYMBOLIZE_SYMBOLS, NULL,
+	          "nginx-core", false, &r);
 	assert_int_equal(r.level, DOCTOR_WARN);
 	assert_non_null(strstr(r.message, "stripped"));
-	assert_non_null(strstr(r.fix, "/usr/lib/debug/.build-id/4f/1e2a9b0c7d.debug"));
-	doctor_check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", "", &r);
+	assert_non_null(strstr(r.message, "taken: exported names only (.dynsym), when tail and "
+	                       "report read it: exported names only"));
+	assert_string_equal(r.fix, "apt install nginx-core-dbgsym from Debian's debug archive (deb "
+	                    "http://deb.debian.org/debian-debug bookworm-debug main), or run tail and "
+	                    "report with DEBUGINFOD_URLS=https://debuginfod.debian.net");
+	/* Not from a package: a debug file by build-id. */
+	check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", "", SYMBOLIZE_NONE, NULL, "", false, &r);
 	assert_int_equal(r.level, DOCTOR_WARN);
-	doctor_check_exe("/opt/x", 0, "", ".symtab", &r);
+	assert_non_null(strstr(r.fix, "/usr/lib/debug/.build-id/4f/1e2a9b0c7d.debug"));
+	assert_non_null(strstr(r.fix, "--debug-dir"));
+	assert_non_null(strstr(r.fix, "DEBUGINFOD_URLS"));
+	/* A debug file installed since: the readers name it, the daemon not. */
+	check_exe("/opt/x", 0, "4f1e2a9b0c7d", "", SYMBOLIZE_DEBUG_FILE, "/opt/.debug/x.debug", "",
+	          false, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_non_null(strstr(r.message, "taken: none; when tail and report read it: names, "
+	                       "file:line and inlined calls from its debug file /opt/.debug/x.debug"));
+	/* Servers to ask: not asked here. */
+	check_exe("/usr/sbin/nginx", 0, "4f1e2a9b0c7d", ".dynsym", SYMBOLIZE_SYMBOLS, NULL, "", true,
+	          &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_non_null(strstr(r.message, "read it: debuginfod (DEBUGINFOD_URLS; not asked here)"));
+	check_exe("/opt/x", 0, "", ".symtab", SYMBOLIZE_NONE, NULL, "", false, &r);
 	assert_int_equal(r.level, DOCTOR_WARN);
 	assert_non_null(strstr(r.message, "no build-id"));
 	assert_non_null(strstr(r.fix, "--build-id"));
-	doctor_check_exe("/opt/x", EACCES, "", "", &r);
+	check_exe("/opt/x", EACCES, "", "", SYMBOLIZE_NONE, NULL, "", false, &r);
 	assert_int_equal(r.level, DOCTOR_WARN);
+}
+
+static void test_dpkg_owner(void **state)
+{
+	char pkg[32];
+	(void)state;
+	assert_true(doctor_parse_dpkg_owner("coreutils: /usr/bin/sha256sum\n", "/usr/bin/sha256sum",
+	                                    pkg, sizeof pkg));
+	assert_string_equal(pkg, "coreutils");
+	/* Several packages, an architecture: the first package. */
+	assert_true(doctor_parse_dpkg_owner("libc6:amd64, libc6-dev:amd64: /usr/lib/x\n",
+	                                    "/usr/lib/x", pkg, sizeof pkg));
+	assert_string_equal(pkg, "libc6");
+	/* A diversion, then the owner. */
+	assert_true(doctor_parse_dpkg_owner("diversion by dash from: /bin/sh\n"
+	                                    "diversion by dash to: /bin/sh.distrib\n"
+	                                    "dash: /bin/sh\n", "/bin/sh", pkg, sizeof pkg));
+	assert_string_equal(pkg, "dash");
+	/* A line of another path (dpkg -S matches substrings), none, a name
+	 * too long. */
+	assert_false(doctor_parse_dpkg_owner("gzip: /bin/gzip-extra\n", "/bin/gzip", pkg, sizeof pkg));
+	assert_string_equal(pkg, "");
+	assert_false(doctor_parse_dpkg_owner("", "/bin/gzip", pkg, sizeof pkg));
+	assert_false(doctor_parse_dpkg_owner("a-very-long-package-name-indeed-yes: /x", "/x", pkg, 8));
 }
 
 static void test_db_file(void **state)
@@ -361,6 +430,7 @@ int main(void)
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_tracer),
 		cmocka_unit_test(test_exe),
+		cmocka_unit_test(test_dpkg_owner),
 		cmocka_unit_test(test_db_file),
 		cmocka_unit_test(test_watch_matches),
 		cmocka_unit_test(test_watch_empty),
