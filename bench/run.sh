@@ -7,7 +7,9 @@
 #     (sampler_bench), then pidstat -t and top -H -b on the same target
 #  2. the daemon's steady state (CPU share, RSS) over DAEMON_SECONDS
 #  3. gating: its saving on an idle process, its detection latency
-#  4. many watched processes: 200 by pid, 200 by comm, all = yes
+#  4. many watched processes: 200 by pid, 200 by comm, all = yes; the
+#     same processes by unit and by cgroup (moved into a cgroup of their
+#     own), each before an all = yes watch, against comm before it
 #  5. the stop time of a stack dump (bench/stop_bench.sh, when present)
 #  6. thread churn (bench/churn.sh) for CHURN_SECONDS (0: skipped)
 #  8. what reading a CPython thread's frames adds to the stop
@@ -39,8 +41,14 @@ interval_s=$((INTERVAL_MS / 1000))
 
 work=$(mktemp -d /tmp/cpumond-bench.XXXXXX)
 targets=
+bench_cgroup=      # made by section 4, removed at the end
 cleanup() {
 	for p in $targets; do kill "$p" 2>/dev/null || true; done
+	if [ -n "$bench_cgroup" ]; then
+		i=0
+		while ! rmdir "$bench_cgroup" 2>/dev/null && [ "$i" -lt 50 ]; do i=$((i + 1)); sleep 0.1; done
+		[ -z "$bench_slice" ] || rmdir "$bench_slice" 2>/dev/null || true
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -241,6 +249,28 @@ if has 4; then
 	many_row "${MANY} × [watch] pid = P" "$body"
 	many_row "1 × [watch] comm = hotchain (${MANY} + 1 processes)" "[watch h]\ncomm = hotchain\n"
 	many_row "1 × [watch] all = yes" "[watch all]\nall = yes\n"
+	# The same processes by unit and by cgroup: moved into
+	# system.slice/cpumond-bench.service of the cgroup v2 hierarchy (the
+	# unified one on a hybrid host), which makes that their unit.  Each
+	# watch comes before all = yes, so that every process of the host is
+	# checked against it and sampled: the rows differ by the selector only.
+	unified=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2" && $4 == "/") { print $5; exit } break } }' /proc/self/mountinfo)
+	if [ -n "$unified" ]; then
+		bench_slice=
+		[ -d "$unified/system.slice" ] || { mkdir "$unified/system.slice" && bench_slice=$unified/system.slice; }
+		bench_cgroup=$unified/system.slice/cpumond-bench.service
+		mkdir -p "$bench_cgroup"
+		for p in $many_pids $big; do echo "$p" >"$bench_cgroup/cgroup.procs"; done
+		many_row "1 × comm = hotchain, then 1 × all = yes" \
+			"[watch h]\ncomm = hotchain\n[watch all]\nall = yes\n"
+		many_row "1 × unit = cpumond-bench.service, then 1 × all = yes" \
+			"[watch u]\nunit = cpumond-bench.service\n[watch all]\nall = yes\n"
+		many_row "1 × cgroup = ^/system\.slice/cpumond-bench\.service\$, then 1 × all = yes" \
+			"[watch c]\ncgroup = ^/system\\\\.slice/cpumond-bench\\\\.service\$\n[watch all]\nall = yes\n"
+		for p in $many_pids $big; do echo "$p" >"$unified/cgroup.procs" 2>/dev/null || true; done
+	else
+		echo "| unit, cgroup | not measured: no cgroup v2 hierarchy mounted at its root | | | | | |"
+	fi
 	for p in $many_pids; do stop_target "$p"; done
 	stop_target "$big"
 	echo

@@ -63,7 +63,7 @@ enum key {
 	KEY_MAX_FRAMES, KEY_SAMPLE_INTERVAL, KEY_EPISODE_SAMPLES, KEY_MAX_DUMPS_PER_SECOND,
 	KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE, KEY_EVENT_LOG,
 	KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
-	KEY_USER, KEY_ALL, NKEYS
+	KEY_USER, KEY_UNIT, KEY_CGROUP, KEY_ALL, NKEYS
 };
 #define FIRST_SELECTOR KEY_PID
 
@@ -94,6 +94,8 @@ static const struct {
 	[KEY_EXE] = { "exe", false, true, false },
 	[KEY_CMDLINE] = { "cmdline", false, true, false },
 	[KEY_USER] = { "user", false, true, false },
+	[KEY_UNIT] = { "unit", false, true, false },
+	[KEY_CGROUP] = { "cgroup", false, true, false },
 	[KEY_ALL] = { "all", false, true, false },
 };
 
@@ -546,6 +548,16 @@ static int set_watch(struct parser *p, struct watch_config *w, enum key key, con
 		return set_regex(p, key, value, &w->cmdline_re, &w->cmdline);
 	case KEY_USER:
 		return set_user(p, w, value);
+	case KEY_UNIT:
+		/* A unit name never holds one; a cgroup path does. */
+		if (strchr(value, '/')) {
+			report(p, p->lineno, "unit: \"%s\" holds a '/', which no unit name does "
+			       "(match the cgroup path with cgroup)", value);
+			return -EINVAL;
+		}
+		return set_string(p, &w->unit, value);
+	case KEY_CGROUP:
+		return set_regex(p, key, value, &w->cgroup_re, &w->cgroup);
 	case KEY_ALL:
 		return get_bool(p, key, value, &w->all);
 	default:
@@ -600,7 +612,7 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 		report(p, p->lineno, "%s: unknown key (expected ignore)", name);
 	else if (key == NKEYS)
 		report(p, p->lineno, "%s: unknown key (expected pid, pidfile, comm, exe, cmdline, user, "
-		       "all, threshold, consecutive or cooldown)", name);
+		       "unit, cgroup, all, threshold, consecutive or cooldown)", name);
 	else if (global && !keys[key].global)
 		report(p, p->lineno, "%s: not a [cpumond] key (%s)", name, key_home(key));
 	else if (in_report && !keys[key].report)
@@ -638,9 +650,9 @@ static void end_section(struct parser *p)
 		return;
 	w = &p->cfg->watches[p->cfg->nwatches - 1];
 	if (!p->bad_selector && !w->pid && !w->pidfile && !w->comm && !w->exe &&
-	    !w->cmdline && !w->user && !w->all)
+	    !w->cmdline && !w->user && !w->unit && !w->cgroup && !w->all)
 		report(p, w->line, "[watch %s]: no selector (pid, pidfile, comm, exe, cmdline, "
-		       "user or all = yes)", w->name);
+		       "user, unit, cgroup or all = yes)", w->name);
 }
 
 static int add_watch(struct parser *p, const char *name)
@@ -923,6 +935,10 @@ void config_print(const struct config *cfg, FILE *out)
 			put_string(out, "cmdline", w->cmdline);
 		if (w->user)
 			put_string(out, "user", w->user);
+		if (w->unit)
+			put_string(out, "unit", w->unit);
+		if (w->cgroup)
+			put_string(out, "cgroup", w->cgroup);
 		if (w->all)
 			fprintf(out, "all = yes\n");
 		fprintf(out, "threshold = %d\n", w->threshold);
@@ -944,6 +960,10 @@ void config_free(struct config *cfg)
 			regfree(&w->cmdline_re);
 		free(w->cmdline);
 		free(w->user);
+		free(w->unit);
+		if (w->cgroup)
+			regfree(&w->cgroup_re);
+		free(w->cgroup);
 	}
 	free(cfg->watches);
 	if (cfg->report_ignore)

@@ -28,6 +28,9 @@ struct watch_config {
 	regex_t cmdline_re;     /* compiled REG_EXTENDED|REG_NOSUB; valid when cmdline */
 	char *user;             /* user = NAME or UID, as written */
 	uid_t uid;              /* resolved real uid; valid when user */
+	char *unit;             /* unit = GLOB: fnmatch(3) of the systemd unit */
+	char *cgroup;           /* cgroup = REGEX, as written: the cgroup v2 path */
+	regex_t cgroup_re;      /* compiled REG_EXTENDED|REG_NOSUB; valid when cgroup */
 	bool all;               /* all = yes */
 	int threshold;          /* permille of one core, 1..1000 */
 	int consecutive;        /* samples over threshold before an event, >= 1 */

@@ -28,6 +28,7 @@ void capture_event_free(struct capture_event *ev)
 	episode_free(&ev->ep);
 	free(ev->watch);
 	free(ev->exe);
+	free(ev->cgroup);
 	free(ev);
 }
 
@@ -180,7 +181,8 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
                    uint64_t now_ms)
 {
 	struct capture_event *ev;
-	char exe[PATH_MAX];
+	char exe[PATH_MAX], cgroup[PATH_MAX];
+	struct procfs_status status;
 	bool go_on;
 
 	if (episode_running(c, t->tid) || !(ev = event_new(c, proc, t, wc)))
@@ -188,10 +190,17 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
 	/* Dump first: the sooner the thread is caught, the likelier it is still
 	 * in the code that made it hot. */
 	go_on = take_sample(c, ev, now_ms);
-	/* Either is "" when the thread or its process is gone by now. */
+	/* Each is "" (0) when the thread or its process is gone by now. */
 	procfs_read_comm(t->pid, t->tid, ev->thread, sizeof ev->thread);
 	procfs_read_link(t->pid, "exe", exe, sizeof exe);
 	ev->exe = strdup(exe);
+	procfs_read_cgroup(t->pid, cgroup, sizeof cgroup);
+	ev->cgroup = strdup(cgroup);
+	watch_read_unit(t->pid, ev->unit, sizeof ev->unit);
+	/* The innermost namespace's pid is the one the process knows itself
+	 * by (and its logs say). */
+	if (procfs_read_status(t->pid, 0, &status) == 0 && status.nnspid > 0)
+		ev->nspid = status.nspid[status.nnspid - 1];
 	/* More episodes than dumps per second could not get one sample each. */
 	if (go_on && c->nactive < (size_t)c->cfg->max_dumps_per_second) {
 		if (c->nactive == c->active_cap) {

@@ -25,13 +25,18 @@
 #include "cpumond/watch.h"
 
 /* One overload event: the episode of a thread and what was known of it
- * when it tripped.  The strings are copies: a reload may free the
- * configuration while the episode runs or the event waits to be stored. */
+ * when it tripped, and where its process runs (read after the first
+ * sample, which comes first).  The strings are copies: a reload may free
+ * the configuration while the episode runs or the event waits to be
+ * stored. */
 struct capture_event {
 	struct episode ep;
 	int64_t time_us;         /* CLOCK_REALTIME when it tripped */
 	char *watch;             /* the watch's name */
 	char *exe;               /* /proc/PID/exe, "" when unknown; NULL when out of memory */
+	char *cgroup;            /* its cgroup v2 path, "" when unknown; NULL when out of memory */
+	char unit[WATCH_UNIT_MAX];   /* its systemd unit (watch_read_unit), "" when none */
+	pid_t nspid;             /* its pid in its own pid namespace (NSpid); 0 when unknown */
 	char comm[16], thread[64];
 	unsigned long long start_ticks;  /* the process's, when it tripped */
 	int usage, threshold, consecutive, run_delay;   /* permille, samples */

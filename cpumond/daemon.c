@@ -71,7 +71,7 @@ static void say_empty_watches(struct daemon *d, const struct watch_proc *procs, 
 			s->said_empty = false;
 		} else if (!s->procs && !s->said_empty) {
 			watch_why_empty(d->watch, i, &why);
-			doctor_check_watch(d->cfg, i, procs, n, &why, &r);
+			doctor_check_watch(d->cfg, i, procs, n, NULL, &why, &r);
 			log_msg(LOG_WARNING, "%s%s%s", r.message, r.fix[0] ? "; " : "", r.fix);
 			s->said_empty = true;
 		}

@@ -379,10 +379,10 @@ void doctor_check_db_file(const char *path, int err, unsigned mode, struct docto
 static void put_selectors(const struct watch_config *wc, char *buf, size_t len)
 {
 	static const char *const key[] = { "pid", "pidfile", "comm", "exe", "cmdline", "user",
-	                                   "all" };
+	                                   "unit", "cgroup", "all" };
 	char pid[16];
 	const char *val[] = { wc->pid ? pid : NULL, wc->pidfile, wc->comm, wc->exe, wc->cmdline,
-	                      wc->user, wc->all ? "yes" : NULL };
+	                      wc->user, wc->unit, wc->cgroup, wc->all ? "yes" : NULL };
 
 	snprintf(pid, sizeof pid, "%d", (int)wc->pid);
 	buf[0] = '\0';
@@ -443,23 +443,33 @@ static void set_watch_fix(struct doctor_result *r, const struct config *cfg,
 		        "program was started: compare with ps -eo args");
 	else if (wc->exe)
 		set_fix(r, "no process runs %s now: compare with ls -l /proc/PID/exe", wc->exe);
+	else if (wc->unit)
+		set_fix(r, "a unit is named after the cgroup (/system.slice/nginx.service is "
+		        "nginx.service): compare with ps -eo unit,comm");
+	else if (wc->cgroup)
+		set_fix(r, "the cgroup is the path of the 0:: line of /proc/PID/cgroup (cgroup v2, "
+		        "or the unified hierarchy of a hybrid host): compare with it");
 	else if (wc->user)
 		set_fix(r, "no process of user %s runs now", wc->user);
 }
 
 void doctor_check_watch(const struct config *cfg, size_t i, const struct watch_proc *procs,
-                        size_t nprocs, const struct watch_why *why, struct doctor_result *r)
+                        size_t nprocs, const char *const *origins, const struct watch_why *why,
+                        struct doctor_result *r)
 {
 	const struct watch_config *wc = &cfg->watches[i];
-	char list[256] = "", where[PATH_MAX + 32] = "", sel[320];
+	char list[sizeof r->message] = "", where[PATH_MAX + 32] = "", sel[320];
 	size_t n = 0;
 
 	for (size_t k = 0; k < nprocs; k++) {
 		if (procs[k].watch != i)
 			continue;
-		if (n++ < WATCH_PROCS_SHOWN)
-			append(list, sizeof list, "%s%s[%d]", n > 1 ? ", " : "", procs[k].comm,
-			       (int)procs[k].pid);
+		if (n++ >= WATCH_PROCS_SHOWN)
+			continue;
+		append(list, sizeof list, "%s%s[%d]", n > 1 ? ", " : "", procs[k].comm,
+		       (int)procs[k].pid);
+		if (origins && origins[k] && origins[k][0])
+			append(list, sizeof list, " in %s", origins[k]);
 	}
 	if (n > WATCH_PROCS_SHOWN)
 		append(list, sizeof list, " and %zu more", n - WATCH_PROCS_SHOWN);
@@ -868,6 +878,34 @@ static void check_database(struct reporter *rp, const char *db)
 	}
 }
 
+/* Where the processes a watch line shows run, their unit or else their
+ * cgroup path ("" when neither is known), read for those shown only (the
+ * first WATCH_PROCS_SHOWN of each watch): an array of N (to free with
+ * free_origins), or NULL when out of memory (then not shown). */
+static char **read_origins(const struct config *cfg, const struct watch_proc *procs, size_t n)
+{
+	size_t *shown = calloc(cfg->nwatches, sizeof *shown);
+	char **origins = calloc(n ? n : 1, sizeof *origins);
+	char buf[PATH_MAX];
+
+	for (size_t k = 0; shown && origins && k < n; k++) {
+		if (shown[procs[k].watch]++ >= WATCH_PROCS_SHOWN)
+			continue;
+		if (watch_read_unit(procs[k].pid, buf, sizeof buf) < 0)
+			procfs_read_cgroup(procs[k].pid, buf, sizeof buf);
+		origins[k] = strdup(buf);
+	}
+	free(shown);
+	return origins;
+}
+
+static void free_origins(char **origins, size_t n)
+{
+	for (size_t k = 0; origins && k < n; k++)
+		free(origins[k]);
+	free(origins);
+}
+
 static int run_checks(const struct config *cfg, struct watch *w, struct reporter *rp, bool full)
 {
 	struct tally access = { 0 }, traced = { 0 }, exes = { 0 };
@@ -875,7 +913,7 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 	const struct watch_proc *procs;
 	struct procfs_status self = { 0 };
 	struct doctor_result r;
-	char **seen = NULL;
+	char **seen = NULL, **origins;
 	size_t n = 0, nseen = 0;
 	int e;
 
@@ -883,14 +921,16 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 	e = watch_resolve(w, &procs, &n);
 	if (e < 0)
 		return e;
+	origins = full ? read_origins(cfg, procs, n) : NULL;
 	/* The daemon says which watches are empty itself, when they go empty. */
 	for (size_t i = 0; full && i < cfg->nwatches; i++) {
 		struct watch_why why;
 
 		watch_why_empty(w, i, &why);
-		doctor_check_watch(cfg, i, procs, n, &why, &r);
+		doctor_check_watch(cfg, i, procs, n, (const char *const *)origins, &why, &r);
 		emit(rp, &r);
 	}
+	free_origins(origins, n);
 	/* Only doctor_run reads executables; the daemon never loads libdw. */
 	if (full)
 		names_check_open(&nc);

@@ -18,8 +18,8 @@
 
 #include "config/config.h"
 #include "cpumond/watch.h"
-#include "stackdump/symbolize.h"
 #include "stackdump/stackdump.h"
+#include "stackdump/symbolize.h"
 
 enum doctor_level { DOCTOR_OK, DOCTOR_WARN, DOCTOR_FAIL };
 
@@ -110,10 +110,13 @@ void doctor_check_db_file(const char *path, int err, unsigned mode, struct docto
 /* Watch I of CFG, given the processes PROCS (NPROCS, all watches') that
  * watch_resolve found: ok with the first of its own as "comm[pid]" and how
  * many more, or a warning that it matches no process, naming its selectors
- * and its line, with what explains it and what to try as the fix.  WHY,
- * from watch_why_empty, is read only when it has no process. */
+ * and its line, with what explains it and what to try as the fix.
+ * ORIGINS (NULL: none), one for each of PROCS, say where each runs, its
+ * unit or cgroup ("comm[pid] in nginx.service"; NULL or "": not said).
+ * WHY, from watch_why_empty, is read only when it has no process. */
 void doctor_check_watch(const struct config *cfg, size_t i, const struct watch_proc *procs,
-                        size_t nprocs, const struct watch_why *why, struct doctor_result *r);
+                        size_t nprocs, const char *const *origins, const struct watch_why *why,
+                        struct doctor_result *r);
 
 /* Runs every check for CFG and prints one line per check to OUT:
  * "ok   MESSAGE", "warn MESSAGE  fix: FIX" or "FAIL MESSAGE  fix: FIX".

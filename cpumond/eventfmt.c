@@ -20,15 +20,6 @@ const char *eventfmt_error(const struct store_event *ev)
 	return ev->error && ev->error[0] ? ev->error : ev->stack.error;
 }
 
-/* NULL and "" as null. */
-static void put_json_string_or_null(const char *s, FILE *out)
-{
-	if (s && s[0])
-		json_put_string(s, out);
-	else
-		fputs("null", out);
-}
-
 static void put_json_frame(const struct stackdump_frame *f, FILE *out)
 {
 	fprintf(out, "{\"ip\":\"0x%" PRIx64 "\",\"module\":", f->ip);
@@ -68,10 +59,19 @@ void eventfmt_json(const struct store_event *ev, FILE *out)
 	json_put_string(ev->host, out);
 	fputs(",\"watch\":", out);
 	json_put_string(ev->watch, out);
-	fprintf(out, ",\"pid\":%d,\"comm\":", (int)ev->pid);
+	fprintf(out, ",\"pid\":%d,\"nspid\":", (int)ev->pid);
+	if (ev->nspid > 0)
+		fprintf(out, "%d", (int)ev->nspid);
+	else
+		fputs("null", out);
+	fputs(",\"comm\":", out);
 	json_put_string(ev->comm, out);
 	fputs(",\"exe\":", out);
 	json_put_string(ev->exe, out);
+	fputs(",\"cgroup\":", out);
+	json_put_string_or_null(ev->cgroup, out);
+	fputs(",\"unit\":", out);
+	json_put_string_or_null(ev->unit, out);
 	fprintf(out, ",\"tid\":%d,\"thread\":", (int)ev->tid);
 	json_put_string(ev->thread, out);
 	fprintf(out, ",\"usage\":%d,\"threshold\":%d,\"consecutive\":%d,\"run_delay\":%d"
@@ -83,10 +83,10 @@ void eventfmt_json(const struct store_event *ev, FILE *out)
 	else
 		fputs("null", out);
 	fprintf(out, ",\"truncated\":%s,\"error\":", sk->truncated ? "true" : "false");
-	put_json_string_or_null(eventfmt_error(ev), out);
+	json_put_string_or_null(eventfmt_error(ev), out);
 	fprintf(out, ",\"samples\":%u,\"freeze_max_us\":%" PRIu64 ",\"episode_end\":",
 	        ev->samples, (ev->stop_max_ns + 500) / 1000);
-	put_json_string_or_null(ev->episode_end, out);
+	json_put_string_or_null(ev->episode_end, out);
 	fputs(",\"stacks\":[", out);
 	for (size_t i = 0; i < ev->nstacks; i++)
 		fprintf(out, "%s{\"stack_hash\":\"%016" PRIx64 "\",\"count\":%u,\"key\":%s}",
@@ -153,13 +153,15 @@ int eventfmt_journal(const struct store_event *ev, const char *summary,
 	const struct stackdump_stack *sk = &ev->stack;
 	/* Cut as the summary cuts each function, so that MESSAGE's first
 	 * function and CPUMOND_TOP_FRAME are the same text. */
-	char top[256] = "", hash[20] = "";
+	char top[256] = "", hash[20] = "", nspid[16] = "";
 	bool ok;
 
 	if (sk->nframes) {
 		stackdump_function_name(&sk->frames[0], top, sizeof top);
 		snprintf(hash, sizeof hash, "%016" PRIx64, sk->hash);
 	}
+	if (ev->nspid > 0)
+		snprintf(nspid, sizeof nspid, "%d", (int)ev->nspid);
 	ok = field(&fields[0], "MESSAGE=%s[%d] thread %s/%d at %d‰ > %d‰: %s", or_empty(ev->comm),
 	           (int)ev->pid, or_empty(ev->thread), (int)ev->tid, ev->usage, ev->threshold,
 	           sk->nframes && summary ? summary : "no stack");
@@ -172,6 +174,9 @@ int eventfmt_journal(const struct store_event *ev, const char *summary,
 	ok &= field(&fields[7], "CPUMOND_USAGE=%d", ev->usage);
 	ok &= field(&fields[8], "CPUMOND_STACK_HASH=%s", hash);
 	ok &= field(&fields[9], "CPUMOND_TOP_FRAME=%s", top);
+	ok &= field(&fields[10], "CPUMOND_NSPID=%s", nspid);
+	ok &= field(&fields[11], "CPUMOND_CGROUP=%s", or_empty(ev->cgroup));
+	ok &= field(&fields[12], "CPUMOND_UNIT=%s", or_empty(ev->unit));
 	if (ok)
 		return 0;
 	eventfmt_journal_free(fields);

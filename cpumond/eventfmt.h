@@ -7,7 +7,8 @@
  *
  * The JSON object, one a line, keys in this order (cpumond(8), under tail,
  * says what each means; tests/unit/test_eventfmt.c pins the bytes):
- *   id, time, host, watch, pid, comm, exe, tid, thread, usage, threshold,
+ *   id, time, host, watch, pid, nspid, comm, exe, cgroup, unit, tid,
+ *   thread, usage, threshold,
  *   consecutive, run_delay, freeze_us, stack_hash, truncated, error,
  *   samples, freeze_max_us, episode_end,
  *   stacks: [{stack_hash, count, key}],
@@ -15,7 +16,8 @@
  *            symbol_offset, file, line, inlined}]
  * The journal fields: MESSAGE, PRIORITY, CPUMOND_WATCH, CPUMOND_PID,
  * CPUMOND_TID, CPUMOND_COMM, CPUMOND_THREAD, CPUMOND_USAGE,
- * CPUMOND_STACK_HASH, CPUMOND_TOP_FRAME.
+ * CPUMOND_STACK_HASH, CPUMOND_TOP_FRAME, CPUMOND_NSPID, CPUMOND_CGROUP,
+ * CPUMOND_UNIT.
  */
 #ifndef CPUMOND_EVENTFMT_H
 #define CPUMOND_EVENTFMT_H
@@ -46,7 +48,7 @@ const char *eventfmt_error(const struct store_event *ev);
 void eventfmt_stack_summary(const struct stackdump_stack *sk, char *buf, size_t len);
 
 /* Fields of a journal entry. */
-#define EVENTFMT_JOURNAL_FIELDS 10
+#define EVENTFMT_JOURNAL_FIELDS 13
 
 /* The journal entry of EV, each field a string "KEY=value" in FIELDS:
  * MESSAGE ("nginx[4242] thread worker-3/4250 at 987‰ > 800‰: " and SUMMARY,
@@ -54,7 +56,8 @@ void eventfmt_stack_summary(const struct stackdump_stack *sk, char *buf, size_t 
  * has no frames), PRIORITY=4, and the CPUMOND_* fields; CPUMOND_TOP_FRAME
  * is the innermost function (stackdump_function_name), so that it has one
  * value for every sample of a function, and with CPUMOND_STACK_HASH ""
- * without a stack.  The values are the bytes of the names, unescaped: the
+ * without a stack; CPUMOND_NSPID, CPUMOND_CGROUP and CPUMOND_UNIT are ""
+ * when unknown (or no unit).  The values are the bytes of the names, unescaped: the
  * journal keeps bytes.  Returns 0, or -ENOMEM with FIELDS all NULL; free
  * with eventfmt_journal_free. */
 int eventfmt_journal(const struct store_event *ev, const char *summary,

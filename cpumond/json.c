@@ -24,6 +24,14 @@ void json_put_string(const char *s, FILE *out)
 	fputc('"', out);
 }
 
+void json_put_string_or_null(const char *s, FILE *out)
+{
+	if (s && s[0])
+		json_put_string(s, out);
+	else
+		fputs("null", out);
+}
+
 void json_put_time(int64_t t_us, FILE *out)
 {
 	int64_t sec = t_us / 1000000, us = t_us % 1000000;

@@ -14,6 +14,9 @@
  * written as "". */
 void json_put_string(const char *s, FILE *out);
 
+/* The same, but NULL and "" (not known, or none) as null. */
+void json_put_string_or_null(const char *s, FILE *out);
+
 /* Writes T_US (microseconds since the epoch) as an RFC 3339 local time with
  * microseconds, unquoted: 2026-11-29T13:04:05.123456+00:00.  A time that
  * cannot be converted is written as @T_US. */

@@ -28,7 +28,7 @@ static void usage(FILE *out)
 	        "       cpumond tail [-c FILE | -d DB] [-n N] [-f] [--json] [NAMES]\n"
 	        "       cpumond report [-c FILE] [-d DB]... [--since T] [--until T] [--watch NAME]\n"
 	        "                      [--process COMM] [--pid PID] [--thread NAME] [--host HOST]\n"
-	        "                      [--top N]\n"
+	        "                      [--unit GLOB] [--cgroup REGEX] [--top N]\n"
 	        "                      [--by exact|signature|top-frame|entry] [--ignore REGEX]\n"
 	        "                      [--json | --folded | --svg FILE] [NAMES]\n"
 	        "       cpumond check-config [-c FILE]\n"
@@ -47,6 +47,8 @@ static void usage(FILE *out)
 	        "      --until T       report: up to T (excluded); default: now\n"
 	        "      --watch NAME, --process COMM, --pid PID, --thread NAME, --host HOST\n"
 	        "                      report: only these events\n"
+	        "      --unit GLOB     report: only events of processes in a matching systemd unit\n"
+	        "      --cgroup REGEX  report: only events of processes in a matching cgroup (v2 path)\n"
 	        "  -d DB (repeated)    report: several databases (from many hosts) as one\n"
 	        "      --by HOW        report: group stacks by exact hash (default), signature,\n"
 	        "                      top-frame (innermost function) or entry (outermost)\n"
@@ -287,6 +289,8 @@ static int cmd_report(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'P' },
 		{ "thread", required_argument, NULL, 't' },
 		{ "host", required_argument, NULL, 'H' },
+		{ "unit", required_argument, NULL, 'u' },
+		{ "cgroup", required_argument, NULL, 'C' },
 		{ "by", required_argument, NULL, 'b' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "ignore", required_argument, NULL, 'i' },
@@ -304,7 +308,7 @@ static int cmd_report(int argc, char **argv)
 	const char *config_path = NULL, *ignore = NULL;
 	struct names_args names = { 0 };
 	struct config cfg = { 0 };
-	regex_t ignore_re;
+	regex_t ignore_re, cgroup_re;
 	struct timespec now;
 	int64_t now_us;
 	long n;
@@ -339,6 +343,8 @@ static int cmd_report(int argc, char **argv)
 		case 'p': opt.comm = optarg; break;
 		case 't': opt.thread = optarg; break;
 		case 'H': opt.host = optarg; break;
+		case 'u': opt.unit = optarg; break;
+		case 'C': opt.cgroup = optarg; break;
 		case 'P':
 			if (parse_count(optarg, &n) < 0 || n == 0) {
 				fprintf(stderr, "cpumond: report: --pid: '%s' is not a pid\n", optarg);
@@ -389,6 +395,17 @@ static int cmd_report(int argc, char **argv)
 		}
 		opt.ignore = &ignore_re;
 	}
+	if (opt.cgroup) {
+		char why[512];
+
+		if (config_compile_regex(opt.cgroup, &cgroup_re, why, sizeof why) < 0) {
+			fprintf(stderr, "cpumond: report: --cgroup: %s\n", why);
+			if (ignore)
+				regfree(&ignore_re);
+			return EXIT_USAGE;
+		}
+		opt.cgroup_re = &cgroup_re;
+	}
 	/* -d alone reads no configuration; -c (or neither) gives the database
 	 * and [report] ignore, each overridden by -d and --ignore. */
 	if (config_path || !opt.database) {
@@ -396,6 +413,8 @@ static int cmd_report(int argc, char **argv)
 		if (rc != EXIT_OK) {
 			if (ignore)
 				regfree(&ignore_re);
+			if (opt.cgroup)
+				regfree(&cgroup_re);
 			return rc;
 		}
 		if (!opt.database)    /* ndatabases is 0 */
@@ -408,6 +427,8 @@ static int cmd_report(int argc, char **argv)
 	symbolize_close(opt.names);
 	if (ignore)
 		regfree(&ignore_re);
+	if (opt.cgroup)
+		regfree(&cgroup_re);
 	config_free(&cfg);
 	return rc;
 }

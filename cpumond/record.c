@@ -130,7 +130,8 @@ static void event_of(const struct record *r, const struct capture_event *ce,
 
 	*ev = (struct store_event){
 		.time_us = ce->time_us, .host = r->host, .watch = ce->watch, .pid = ep->pid,
-		.comm = ce->comm, .exe = ce->exe, .tid = ep->tid, .thread = ce->thread,
+		.nspid = ce->nspid, .comm = ce->comm, .exe = ce->exe, .cgroup = ce->cgroup,
+		.unit = ce->unit, .tid = ep->tid, .thread = ce->thread,
 		.usage = ce->usage, .threshold = ce->threshold, .consecutive = ce->consecutive,
 		.run_delay = ce->run_delay, .error = ce->error, .samples = (unsigned)ep->taken,
 		.stop_max_ns = episode_stop_max(ep), .episode_end = ep->end,

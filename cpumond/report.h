@@ -68,6 +68,9 @@ struct report_options {
 	const char *thread;
 	const char *host;        /* the events' host, as stored */
 	pid_t pid;
+	const char *unit;        /* fnmatch(3) glob of the events' unit; NULL: any */
+	const char *cgroup;      /* regex of the events' cgroup, as written; NULL: any */
+	const regex_t *cgroup_re;/* it compiled (config_compile_regex); valid when cgroup */
 	enum report_by by;
 	bool json;               /* one JSON object per group and line */
 	bool folded;             /* every sample as folded stacks */
@@ -177,6 +180,8 @@ struct report_process {
 	const char *host;
 	pid_t pid;
 	const char *comm;
+	const char *unit;        /* its systemd unit, "" when none or unknown */
+	const char *cgroup;      /* its cgroup v2 path, "" when unknown */
 	uint64_t samples;        /* of the group, in this process */
 };
 
@@ -203,7 +208,9 @@ struct report_group {
 	size_t entry;            /* index in stack of the outermost frame that is
 	                            not ignored (the last frame when all are) */
 	const struct report_process *procs;   /* most samples first; a pid of
-	                                         another host is another process */
+	                                         another host is another process,
+	                                         and one in another comm, unit or
+	                                         cgroup (moved) another entry */
 	size_t nprocs;
 	const struct report_host *hosts;      /* most samples first, then by name */
 	size_t nhosts;

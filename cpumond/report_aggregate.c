@@ -161,7 +161,7 @@ struct rstack {
 struct revent {
 	int64_t time_us;
 	pid_t pid, tid;
-	uint32_t comm, thread, host; /* in the string table */
+	uint32_t comm, thread, host, unit, cgroup;   /* in the string table */
 	uint64_t key;                /* key stack hash, 0 for none */
 	size_t first, n;             /* its counts */
 };
@@ -188,7 +188,7 @@ struct where {
 
 struct ptuple {
 	struct where w;
-	uint32_t comm;
+	uint32_t comm, unit, cgroup;
 	uint64_t samples;
 	uint64_t events;             /* 1 when the event first counts in the group */
 };
@@ -447,6 +447,8 @@ int report_add_event(struct report *r, const struct store_event *ev)
 	if (intern(&r->strings, ev->comm, &e.comm) < 0 ||
 	    intern(&r->strings, ev->thread, &e.thread) < 0 ||
 	    intern(&r->strings, ev->host, &e.host) < 0 ||
+	    intern(&r->strings, ev->unit, &e.unit) < 0 ||
+	    intern(&r->strings, ev->cgroup, &e.cgroup) < 0 ||
 	    grow(&r->events, &r->capevents, r->nevents, sizeof *r->events) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < ev->nstacks; i++) {
@@ -640,7 +642,11 @@ static int cmp_ptuple(const void *a, const void *b)
 
 	if (c != 0)
 		return c;
-	return x->comm < y->comm ? -1 : x->comm > y->comm;
+	if (x->comm != y->comm)
+		return x->comm < y->comm ? -1 : 1;
+	if (x->unit != y->unit)
+		return x->unit < y->unit ? -1 : 1;
+	return x->cgroup < y->cgroup ? -1 : x->cgroup > y->cgroup;
 }
 
 static int cmp_proc_samples(const void *a, const void *b)
@@ -654,7 +660,11 @@ static int cmp_proc_samples(const void *a, const void *b)
 		return c;
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
-	return strcmp(x->comm, y->comm);
+	if ((c = strcmp(x->comm, y->comm)) != 0)
+		return c;
+	if ((c = strcmp(x->unit, y->unit)) != 0)
+		return c;
+	return strcmp(x->cgroup, y->cgroup);
 }
 
 static int cmp_host_samples(const void *a, const void *b)
@@ -713,8 +723,11 @@ static int group_procs_hosts(struct report *r, struct ptuple *p, size_t n)
 		if (!same_host || cmp_ptuple(&p[i], &p[i - 1]) != 0) {
 			if (g->nprocs++ == 0)
 				g->procs = &r->procs[np];
-			r->procs[np++] = (struct report_process){ r->strings.s[p[i].w.host], p[i].w.pid,
-			                                          r->strings.s[p[i].comm], 0 };
+			r->procs[np++] = (struct report_process){
+				.host = r->strings.s[p[i].w.host], .pid = p[i].w.pid,
+				.comm = r->strings.s[p[i].comm], .unit = r->strings.s[p[i].unit],
+				.cgroup = r->strings.s[p[i].cgroup],
+			};
 		}
 		r->procs[np - 1].samples += p[i].samples;
 	}
@@ -779,8 +792,8 @@ static int count_groups(struct report *r)
 			bool first = g->last_event != i + 1;
 
 			g->pub.samples += r->counts[k].count;
-			p[np++] = (struct ptuple){ { s->group, ev->host, ev->pid }, ev->comm,
-			                           r->counts[k].count, first };
+			p[np++] = (struct ptuple){ { s->group, ev->host, ev->pid }, ev->comm, ev->unit,
+			                           ev->cgroup, r->counts[k].count, first };
 			if (s->st.hash == ev->key)
 				g->pub.key_events++;
 			if (!first)

@@ -58,6 +58,10 @@ void report_print_json(const struct report *r, int top, FILE *out)
 			json_put_string(g->procs[k].host, out);
 			fprintf(out, ",\"pid\":%d,\"comm\":", (int)g->procs[k].pid);
 			json_put_string(g->procs[k].comm, out);
+			fputs(",\"unit\":", out);
+			json_put_string_or_null(g->procs[k].unit, out);
+			fputs(",\"cgroup\":", out);
+			json_put_string_or_null(g->procs[k].cgroup, out);
 			fprintf(out, ",\"samples\":%" PRIu64 "}", g->procs[k].samples);
 		}
 		fprintf(out, "],\"host_count\":%zu,\"hosts\":[", g->nhosts);

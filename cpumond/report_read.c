@@ -4,6 +4,7 @@
 #include "cpumond/report.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -15,6 +16,8 @@ struct collect {
 	struct report *r;
 	const char *path;        /* of st: the host of events stored without one */
 	const char *host;        /* --host, or NULL */
+	const char *unit;        /* --unit, or NULL */
+	const regex_t *cgroup;   /* --cgroup, or NULL */
 	struct symbolize *names; /* or NULL */
 	int error;               /* negative errno of a failure inside the walk */
 };
@@ -81,7 +84,11 @@ static int collect_event(const struct store_event *ev, void *ctx)
 		named.host = c->path;
 		ev = &named;
 	}
-	if (c->host && strcmp(ev->host, c->host) != 0)
+	/* An event without a unit or cgroup (none, or an older cpumond's)
+	 * matches no --unit or --cgroup. */
+	if ((c->host && strcmp(ev->host, c->host) != 0) ||
+	    (c->unit && (!ev->unit[0] || fnmatch(c->unit, ev->unit, 0) != 0)) ||
+	    (c->cgroup && (!ev->cgroup[0] || regexec(c->cgroup, ev->cgroup, 0, NULL, 0) != 0)))
 		return 0;
 	e = fetch_stacks(c, ev);
 
@@ -147,7 +154,10 @@ int report_read(const struct report_options *opt, struct report *r)
 	};
 	const char *const *dbs = opt->ndatabases ? opt->databases : &opt->database;
 	size_t ndbs = opt->ndatabases ? opt->ndatabases : 1;
-	struct collect c = { .r = r, .host = opt->host, .names = opt->names };
+	struct collect c = {
+		.r = r, .host = opt->host, .unit = opt->unit,
+		.cgroup = opt->cgroup ? opt->cgroup_re : NULL, .names = opt->names,
+	};
 	int e = 0;
 
 	for (size_t i = 0; i < ndbs && e == 0; i++)

@@ -40,6 +40,14 @@ static void put_filter(const struct report_options *opt, FILE *out)
 		fputs(", thread ", out);
 		stackdump_put_escaped(opt->thread, out);
 	}
+	if (opt->unit) {
+		fputs(", unit ", out);
+		stackdump_put_escaped(opt->unit, out);
+	}
+	if (opt->cgroup) {
+		fputs(", cgroup ~ ", out);
+		stackdump_put_escaped(opt->cgroup, out);
+	}
 }
 
 int report_write_svg(const struct report_options *opt, const struct report *r, FILE *out)

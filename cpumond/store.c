@@ -99,10 +99,19 @@ static const char schema_v2[] =
 	"INSERT INTO event_stacks (event_id, stack_hash, count)\n"
 	"  SELECT id, stack_hash, 1 FROM events WHERE stack_hash IS NOT NULL;\n";
 
+/* Schema v3: where an event comes from.  nspid is the pid in the
+ * process's own pid namespace, cgroup its cgroup v2 path, unit its systemd
+ * unit; NULL in the events of older versions, which did not record them. */
+static const char schema_v3[] =
+	"ALTER TABLE events ADD COLUMN nspid INTEGER;\n"
+	"ALTER TABLE events ADD COLUMN cgroup TEXT;\n"
+	"ALTER TABLE events ADD COLUMN unit TEXT;\n";
+
 /* Each entry takes the schema from version i to i + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
 	schema_v1,
 	schema_v2,
+	schema_v3,
 };
 
 /* The upsert says by its RETURNING whether the stack is new (times_seen is
@@ -119,8 +128,10 @@ static const char sql_put_stack_frame[] =
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 static const char sql_put_event[] =
 	"INSERT INTO events (time, host, watch, pid, comm, exe, tid, thread, usage, threshold,"
-	" consecutive, run_delay, stop_us, stack_hash, error, samples, stop_max_us, episode_end)"
-	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+	" consecutive, run_delay, stop_us, stack_hash, error, samples, stop_max_us, episode_end,"
+	" nspid, cgroup, unit)"
+	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+	" ?19, ?20, ?21)";
 static const char sql_put_event_stack[] =
 	"INSERT INTO event_stacks (event_id, stack_hash, count) VALUES (?1, ?2, ?3)";
 static const char sql_put_event_frame[] =
@@ -132,26 +143,33 @@ static const char sql_put_event_frame[] =
 enum {
 	COL_ID, COL_TIME, COL_HOST, COL_WATCH, COL_PID, COL_COMM, COL_EXE, COL_TID, COL_THREAD,
 	COL_USAGE, COL_THRESHOLD, COL_CONSECUTIVE, COL_RUN_DELAY, COL_STOP_US, COL_STACK_HASH,
-	COL_ERROR, COL_SAMPLES, COL_STOP_MAX_US, COL_EPISODE_END, COL_TRUNCATED, COL_DEPTH,
+	COL_ERROR, COL_SAMPLES, COL_STOP_MAX_US, COL_EPISODE_END, COL_NSPID, COL_CGROUP,
+	COL_UNIT, COL_TRUNCATED, COL_DEPTH,
 	COL_IP, COL_OFFSET, COL_SYMBOL_OFFSET, COL_MODULE, COL_BUILD_ID, COL_FUNC_OFFSET,
 	COL_SYMBOL,
 };
-/* ?1 after id, ?2 batch size, ?3..?8 the store_filter (0 / NULL: any). */
-static const char sql_events_after[] =
-	"SELECT e.id, e.time, e.host, e.watch, e.pid, e.comm, e.exe, e.tid, e.thread, e.usage,"
-	" e.threshold, e.consecutive, e.run_delay, e.stop_us, e.stack_hash, e.error, e.samples,"
-	" e.stop_max_us, e.episode_end, s.truncated,"
-	" f.depth, f.ip, f.offset, f.symbol_offset, sf.module, sf.build_id, sf.func_offset,"
-	" sf.symbol"
-	" FROM (SELECT * FROM events WHERE id > ?1"
-	"  AND (?3 = 0 OR time >= ?3) AND (?4 = 0 OR time < ?4)"
-	"  AND (?5 IS NULL OR watch = ?5) AND (?6 IS NULL OR comm = ?6)"
-	"  AND (?7 IS NULL OR thread = ?7) AND (?8 = 0 OR pid = ?8)"
-	"  ORDER BY id LIMIT ?2) AS e"
-	" LEFT JOIN stacks AS s ON s.hash = e.stack_hash"
-	" LEFT JOIN event_frames AS f ON f.event_id = e.id"
-	" LEFT JOIN stack_frames AS sf ON sf.hash = e.stack_hash AND sf.depth = f.depth"
-	" ORDER BY e.id, f.depth";
+/* ?1 after id, ?2 batch size, ?3..?8 the store_filter (0 / NULL: any).
+ * ORIGIN: the columns COL_NSPID, COL_CGROUP, COL_UNIT. */
+#define SQL_EVENTS_AFTER(ORIGIN) \
+	"SELECT e.id, e.time, e.host, e.watch, e.pid, e.comm, e.exe, e.tid, e.thread, e.usage," \
+	" e.threshold, e.consecutive, e.run_delay, e.stop_us, e.stack_hash, e.error, e.samples," \
+	" e.stop_max_us, e.episode_end, " ORIGIN ", s.truncated," \
+	" f.depth, f.ip, f.offset, f.symbol_offset, sf.module, sf.build_id, sf.func_offset," \
+	" sf.symbol" \
+	" FROM (SELECT * FROM events WHERE id > ?1" \
+	"  AND (?3 = 0 OR time >= ?3) AND (?4 = 0 OR time < ?4)" \
+	"  AND (?5 IS NULL OR watch = ?5) AND (?6 IS NULL OR comm = ?6)" \
+	"  AND (?7 IS NULL OR thread = ?7) AND (?8 = 0 OR pid = ?8)" \
+	"  ORDER BY id LIMIT ?2) AS e" \
+	" LEFT JOIN stacks AS s ON s.hash = e.stack_hash" \
+	" LEFT JOIN event_frames AS f ON f.event_id = e.id" \
+	" LEFT JOIN stack_frames AS sf ON sf.hash = e.stack_hash AND sf.depth = f.depth" \
+	" ORDER BY e.id, f.depth"
+static const char sql_events_after[] = SQL_EVENTS_AFTER("e.nspid, e.cgroup, e.unit");
+/* A version-2 file that a reader may not migrate (a copy from a host with
+ * an older cpumond, or the file of an older daemon still running) is read
+ * as it is: its events have no origin. */
+static const char sql_events_after_v2[] = SQL_EVENTS_AFTER("NULL, NULL, NULL");
 static const char sql_event_stacks[] =
 	"SELECT event_id, stack_hash, count FROM event_stacks"
 	" WHERE event_id BETWEEN ?1 AND ?2 ORDER BY event_id, count DESC, stack_hash";
@@ -548,7 +566,8 @@ static int migrate(struct store *st)
 	return e;
 }
 
-static int prepare_all(struct store *st)
+/* The statements of ST, whose schema is at VERSION. */
+static int prepare_all(struct store *st, int64_t version)
 {
 	int e = 0;
 
@@ -569,7 +588,8 @@ static int prepare_all(struct store *st)
 		    (e = prepare(st, sql_prune_stacks, &st->prune_stacks)) < 0)
 			return e;
 	}
-	if ((e = prepare(st, sql_events_after, &st->events_after)) < 0 ||
+	if ((e = prepare(st, version == 2 && !st->writable ? sql_events_after_v2 : sql_events_after,
+	                 &st->events_after)) < 0 ||
 	    (e = prepare(st, sql_event_stacks, &st->event_stacks)) < 0 ||
 	    (e = prepare(st, sql_stack_frames, &st->stack_frames)) < 0 ||
 	    (e = prepare(st, "BEGIN", &st->read_begin)) < 0 ||
@@ -619,7 +639,7 @@ static int open_db(struct store *st)
 		         st->path);
 		return -EAGAIN;
 	}
-	return prepare_all(st);
+	return prepare_all(st, version);
 }
 
 int store_open(const char *path, bool writable, struct store **out, char *err, size_t errlen)
@@ -827,6 +847,12 @@ static int put_event(struct store *st, struct store_event *ev)
 	bind_i64(&b, ev->samples ? ev->samples : (sk->nframes > 0));
 	bind_i64(&b, (int64_t)((ev->stop_max_ns ? ev->stop_max_ns : sk->stop_ns) + 500) / 1000);
 	bind_text(&b, ev->episode_end && ev->episode_end[0] ? ev->episode_end : NULL);
+	if (ev->nspid > 0)
+		bind_i64(&b, ev->nspid);
+	else
+		bind_null(&b);
+	bind_text(&b, ev->cgroup && ev->cgroup[0] ? ev->cgroup : NULL);
+	bind_text(&b, ev->unit && ev->unit[0] ? ev->unit : NULL);
 	if ((e = bind_done(st, &b, "cannot add event")) < 0 ||
 	    (e = run(st, st->put_event, "cannot add event")) < 0)
 		return e;
@@ -946,7 +972,7 @@ int store_commit(struct store *st)
 /* A batch of events copied out of the database. */
 struct rec {
 	struct store_event ev;
-	char *host, *watch, *comm, *exe, *thread, *error, *episode_end;
+	char *host, *watch, *comm, *exe, *thread, *error, *episode_end, *cgroup, *unit;
 	size_t cap;              /* frames allocated */
 	struct store_stack_count *counts;
 	size_t counts_cap;
@@ -967,6 +993,8 @@ static void rec_free(struct rec *r)
 	free(r->thread);
 	free(r->error);
 	free(r->episode_end);
+	free(r->cgroup);
+	free(r->unit);
 	free(r->counts);
 	memset(r, 0, sizeof *r);
 }
@@ -997,6 +1025,7 @@ static int rec_start(struct rec *r, sqlite3_stmt *s)
 	ev->stack.truncated = sqlite3_column_int(s, COL_TRUNCATED) != 0;
 	ev->samples = (unsigned)sqlite3_column_int(s, COL_SAMPLES);
 	ev->stop_max_ns = (uint64_t)sqlite3_column_int64(s, COL_STOP_MAX_US) * 1000;
+	ev->nspid = (pid_t)sqlite3_column_int64(s, COL_NSPID);    /* NULL: 0 */
 	r->host = col_dup(s, COL_HOST);
 	r->watch = col_dup(s, COL_WATCH);
 	r->comm = col_dup(s, COL_COMM);
@@ -1004,8 +1033,10 @@ static int rec_start(struct rec *r, sqlite3_stmt *s)
 	r->thread = col_dup(s, COL_THREAD);
 	r->error = col_dup(s, COL_ERROR);
 	r->episode_end = col_dup(s, COL_EPISODE_END);
+	r->cgroup = col_dup(s, COL_CGROUP);
+	r->unit = col_dup(s, COL_UNIT);
 	if (!r->host || !r->watch || !r->comm || !r->exe || !r->thread || !r->error ||
-	    !r->episode_end)
+	    !r->episode_end || !r->cgroup || !r->unit)
 		return -ENOMEM;
 	ev->episode_end = r->episode_end;
 	ev->host = r->host;
@@ -1014,6 +1045,8 @@ static int rec_start(struct rec *r, sqlite3_stmt *s)
 	ev->exe = r->exe;
 	ev->thread = r->thread;
 	ev->error = r->error;
+	ev->cgroup = r->cgroup;
+	ev->unit = r->unit;
 	snprintf(ev->stack.error, sizeof ev->stack.error, "%s", r->error);
 	return 0;
 }

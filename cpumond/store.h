@@ -16,7 +16,7 @@
 
 #include "stackdump/stackdump.h"
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 struct store;
 
@@ -34,8 +34,13 @@ struct store_event {
 	const char *host;        /* gethostname() of the writer */
 	const char *watch;       /* the watch's name */
 	pid_t pid;
+	pid_t nspid;             /* the pid in the process's own pid namespace (the
+	                            last of NSpid; pid in ours); 0 when unknown */
 	const char *comm;        /* process name */
 	const char *exe;         /* /proc/PID/exe, "" when unknown */
+	const char *cgroup;      /* its cgroup v2 path ("/system.slice/nginx.service"),
+	                            "" when unknown */
+	const char *unit;        /* its systemd unit (watch_read_unit), "" when none */
 	pid_t tid;
 	const char *thread;      /* thread name (its comm) */
 	int usage;               /* permille of one core over the last interval */

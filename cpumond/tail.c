@@ -67,6 +67,26 @@ static unsigned key_count(const struct store_event *ev)
 	return ev->stack.nframes > 0;
 }
 
+/* "  unit nginx.service  cgroup /system.slice/nginx.service": where the
+ * process runs, each part when known (an older cpumond's events have
+ * neither, and then no line). */
+static void put_origin(const struct store_event *ev, FILE *out)
+{
+	const char *unit = or_empty(ev->unit), *cgroup = or_empty(ev->cgroup);
+
+	if (!unit[0] && !cgroup[0])
+		return;
+	if (unit[0]) {
+		fputs("  unit ", out);
+		stackdump_put_escaped(unit, out);
+	}
+	if (cgroup[0]) {
+		fputs("  cgroup ", out);
+		stackdump_put_escaped(cgroup, out);
+	}
+	fputc('\n', out);
+}
+
 void tail_format_human(const struct store_event *ev, FILE *out)
 {
 	const char *error = eventfmt_error(ev);
@@ -74,7 +94,12 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 	put_time_human(ev->time_us, out);
 	fputs("  ", out);
 	stackdump_put_escaped(or_empty(ev->comm), out);
-	fprintf(out, "[%d] thread \"", (int)ev->pid);
+	/* In a container the process knows itself by another pid, which its
+	 * own logs and tools show. */
+	if (ev->nspid > 0 && ev->nspid != ev->pid)
+		fprintf(out, "[%d (%d in its namespace)] thread \"", (int)ev->pid, (int)ev->nspid);
+	else
+		fprintf(out, "[%d] thread \"", (int)ev->pid);
 	stackdump_put_escaped(or_empty(ev->thread), out);
 	fprintf(out, "\"/%d  usage %d‰ %s %d‰ (%d sample%s over)", (int)ev->tid, ev->usage,
 	        ev->usage > ev->threshold ? ">" : "≤", ev->threshold, ev->consecutive,
@@ -90,6 +115,7 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 	fputs("  [watch ", out);
 	stackdump_put_escaped(or_empty(ev->watch), out);
 	fputs("]\n", out);
+	put_origin(ev, out);
 
 	if (error[0]) {
 		fputs(ev->stack.nframes > 0 ? "  partial stack: " : "  no stack: ", out);

@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <libproc2/pids.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-login.h>
 #include <unistd.h>
 
 #include "cpumond/log.h"
@@ -26,9 +28,142 @@ struct watch {
 	struct watch_proc *procs;
 	size_t nprocs, cap;
 	pid_t *pidfile_pids;     /* per watch: what its pidfile said this cycle */
+	struct unit_of *units;   /* the unit of each cgroup path seen, by path */
+	size_t nunits, units_cap;
 	struct pids_fetch *fetch; /* this cycle's processes, read by watch_why_empty;
 	                          * libproc2's until the next reap; NULL when direct */
 };
+
+/* A unit is named after the cgroup path alone, and libsystemd reads
+ * /proc/PID/cgroup once more, a line at a time: 35 µs a process against 9
+ * for procfs's one read of it (bench/README.md, section 4).  So the unit
+ * selector reads the path and asks libsystemd once a path, across cycles;
+ * paths come and go (sessions, containers): past UNITS_MAX the cache
+ * starts again. */
+#define UNITS_MAX 4096
+
+struct unit_of {
+	char *path;
+	int rc;                  /* watch_read_unit's */
+	char unit[WATCH_UNIT_MAX];
+};
+
+/* What the cgroup and unit selectors see of one process, read when the
+ * first watch whose other selectors let it through asks, and kept for the
+ * next watches that ask about the same process.  Each process comes once a
+ * scan, so the pid tells a new one. */
+struct origin {
+	struct watch *w;         /* its unit cache */
+	pid_t pid;               /* 0: none yet */
+	int cgroup_rc, unit_rc;  /* 1: not read yet; 0: read; -errno: none */
+	char cgroup[PATH_MAX];
+	char unit[WATCH_UNIT_MAX];
+};
+
+int watch_read_unit(pid_t pid, char *buf, size_t len)
+{
+	char *unit = NULL;
+	int rc = sd_pid_get_unit(pid, &unit);
+
+	if (rc < 0)
+		rc = sd_pid_get_user_unit(pid, &unit);
+	snprintf(buf, len, "%s", rc < 0 || !unit ? "" : unit);
+	free(unit);
+	return rc < 0 ? rc : 0;
+}
+
+static int cmp_unit_of(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct unit_of *)elem)->path);
+}
+
+/* Keeps the unit RC, UNIT of cgroup PATH; out of memory, it is asked again
+ * next time. */
+static void remember_unit(struct watch *w, const char *path, int rc, const char *unit)
+{
+	struct unit_of *u;
+	size_t at = 0;
+
+	if (w->nunits == UNITS_MAX) {
+		for (size_t i = 0; i < w->nunits; i++)
+			free(w->units[i].path);
+		w->nunits = 0;
+	}
+	if (w->nunits == w->units_cap) {
+		size_t cap = w->units_cap ? 2 * w->units_cap : 64;
+
+		if (!(u = reallocarray(w->units, cap, sizeof *u)))
+			return;
+		w->units = u;
+		w->units_cap = cap;
+	}
+	while (at < w->nunits && strcmp(w->units[at].path, path) < 0)
+		at++;
+	u = &w->units[at];
+	memmove(u + 1, u, (w->nunits - at) * sizeof *u);
+	if (!(u->path = strdup(path))) {
+		memmove(u, u + 1, (w->nunits - at) * sizeof *u);
+		return;
+	}
+	u->rc = rc;
+	snprintf(u->unit, sizeof u->unit, "%s", unit);
+	w->nunits++;
+}
+
+/* The unit of O's process into o->unit, its rc into o->unit_rc: by its
+ * cgroup path when it has one (o->cgroup_rc 0), from the cache, else from
+ * libsystemd, kept when the process was in the same cgroup after. */
+static void read_unit(struct origin *o)
+{
+	struct watch *w = o->w;
+	const struct unit_of *u;
+	char again[PATH_MAX];
+
+	if (o->cgroup_rc > 0)
+		o->cgroup_rc = procfs_read_cgroup(o->pid, o->cgroup, sizeof o->cgroup);
+	if (o->cgroup_rc == -ESRCH) {
+		o->unit_rc = -ESRCH;     /* gone */
+		return;
+	}
+	u = o->cgroup_rc == 0 && w->nunits ?
+	    bsearch(o->cgroup, w->units, w->nunits, sizeof *u, cmp_unit_of) : NULL;
+	if (u) {
+		o->unit_rc = u->rc;
+		snprintf(o->unit, sizeof o->unit, "%s", u->unit);
+		return;
+	}
+	o->unit_rc = watch_read_unit(o->pid, o->unit, sizeof o->unit);
+	/* Not of a gone process, nor of one moved meanwhile (a v1-only host
+	 * has no path: each is asked). */
+	if (o->cgroup_rc == 0 && o->unit_rc != -ESRCH &&
+	    procfs_read_cgroup(o->pid, again, sizeof again) == 0 && strcmp(again, o->cgroup) == 0)
+		remember_unit(w, o->cgroup, o->unit_rc, o->unit);
+}
+
+/* Whether PID passes WC's cgroup and unit selectors (true when it has
+ * none); the others are checked first, being read already. */
+static bool origin_matches(const struct watch_config *wc, pid_t pid, struct origin *o)
+{
+	if (!wc->cgroup && !wc->unit)
+		return true;
+	if (o->pid != pid) {
+		o->pid = pid;
+		o->cgroup_rc = o->unit_rc = 1;
+	}
+	if (wc->cgroup) {
+		if (o->cgroup_rc > 0)
+			o->cgroup_rc = procfs_read_cgroup(pid, o->cgroup, sizeof o->cgroup);
+		if (o->cgroup_rc < 0 || regexec(&wc->cgroup_re, o->cgroup, 0, NULL, 0) != 0)
+			return false;
+	}
+	if (wc->unit) {
+		if (o->unit_rc > 0)
+			read_unit(o);
+		if (o->unit_rc < 0 || fnmatch(wc->unit, o->unit, 0) != 0)
+			return false;
+	}
+	return true;
+}
 
 static bool watch_is_by_pid(const struct watch_config *wc)
 {
@@ -63,8 +198,9 @@ int watch_new(const struct config *cfg, struct watch **out)
 		need_cmdline |= wc->cmdline != NULL;
 		w->scan_all |= !watch_is_by_pid(wc);
 	}
-	/* Watches by pid or pidfile that need at most the comm read one stat
-	 * file per pid themselves: libproc2's buffers (~470 KiB of heap:
+	/* Watches by pid or pidfile that need at most the comm (and the unit
+	 * and cgroup, read apart anyway) read one stat file per pid
+	 * themselves: libproc2's buffers (~470 KiB of heap:
 	 * two 128 KiB read buffers, its stacks and hash tables, measured with
 	 * massif) would be a quarter of the daemon's anonymous memory. */
 	w->direct = !w->scan_all && !need_ruid && !need_exe && !need_cmdline;
@@ -95,6 +231,9 @@ void watch_free(struct watch *w)
 		return;
 	if (w->info)
 		procps_pids_unref(&w->info);
+	for (size_t i = 0; i < w->nunits; i++)
+		free(w->units[i].path);
+	free(w->units);
 	free(w->procs);
 	free(w->pidfile_pids);
 	free(w);
@@ -129,7 +268,8 @@ static pid_t read_pidfile(const char *path)
 }
 
 static bool watch_matches(const struct watch *w, const struct watch_config *wc,
-                          const struct pids_stack *stack, pid_t pid, pid_t pidfile_pid)
+                          const struct pids_stack *stack, pid_t pid, pid_t pidfile_pid,
+                          struct origin *o)
 {
 	if (wc->pid && wc->pid != pid)
 		return false;
@@ -144,7 +284,7 @@ static bool watch_matches(const struct watch *w, const struct watch_config *wc,
 	if (wc->cmdline && regexec(&wc->cmdline_re, PIDS_VAL(w->item_cmdline, str, stack, w->info),
 	                           0, NULL, 0) != 0)
 		return false;
-	return true;
+	return origin_matches(wc, pid, o);
 }
 
 static int add_proc(struct watch *w, pid_t pid, unsigned long long start_ticks, size_t watch,
@@ -182,6 +322,7 @@ static int push_proc(struct watch *w, const struct pids_stack *stack, pid_t pid,
 static int resolve_direct(struct watch *w)
 {
 	const struct config *cfg = w->cfg;
+	struct origin o = { .w = w };
 
 	w->nprocs = 0;
 	for (size_t i = 0; i < cfg->nwatches; i++) {
@@ -199,7 +340,7 @@ static int resolve_direct(struct watch *w)
 		if (procfs_read_stat(pid, pid, &st) < 0 || (st.flags & PROCFS_PF_KTHREAD))
 			continue;        /* no such process, or not one of ours */
 		st.comm[sizeof w->procs->comm - 1] = '\0';   /* cut as a watch_proc keeps it */
-		if (wc->comm && strcmp(wc->comm, st.comm) != 0)
+		if ((wc->comm && strcmp(wc->comm, st.comm) != 0) || !origin_matches(wc, pid, &o))
 			continue;
 		if (add_proc(w, pid, st.start_time, i, st.comm) < 0)
 			return -ENOMEM;
@@ -233,6 +374,7 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 	const struct config *cfg = w->cfg;
 	pid_t *pidfile_pids = w->pidfile_pids;
 	struct pids_fetch *fetch;
+	struct origin o = { .w = w };
 
 	w->fetch = NULL;
 	for (size_t i = 0; i < cfg->nwatches; i++) {
@@ -285,7 +427,7 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 		if (pid == w->self || (PIDS_VAL(ITEM_FLAGS, ul_int, stack, w->info) & PROCFS_PF_KTHREAD))
 			continue;
 		for (size_t i = 0; i < cfg->nwatches; i++) {
-			if (!watch_matches(w, &cfg->watches[i], stack, pid, pidfile_pids[i]))
+			if (!watch_matches(w, &cfg->watches[i], stack, pid, pidfile_pids[i], &o))
 				continue;
 			if (push_proc(w, stack, pid, i) < 0)
 				return -ENOMEM;
@@ -300,15 +442,17 @@ int watch_resolve(struct watch *w, const struct watch_proc **procs, size_t *n)
 	return 0;
 }
 
-/* A watch by pid, pidfile and comm alone (the direct way) can only lose its
- * process to an earlier watch that asked for the same pid. */
-static bool direct_matches(const struct watch *w, size_t i, const struct watch_proc *p)
+/* A watch by pid, pidfile, comm, unit and cgroup alone (the direct way)
+ * can only lose its process to an earlier watch that asked for the same
+ * pid. */
+static bool direct_matches(const struct watch *w, size_t i, const struct watch_proc *p,
+                           struct origin *o)
 {
 	const struct watch_config *wc = &w->cfg->watches[i];
 	pid_t pid = wc->pid ? wc->pid : w->pidfile_pids[i];
 
 	return p->pid == pid && (!wc->pidfile || w->pidfile_pids[i] == pid) &&
-	       (!wc->comm || strcmp(wc->comm, p->comm) == 0);
+	       (!wc->comm || strcmp(wc->comm, p->comm) == 0) && origin_matches(wc, pid, o);
 }
 
 static int cmp_pid(const void *key, const void *elem)
@@ -331,6 +475,7 @@ void watch_why_empty(struct watch *w, size_t i, struct watch_why *why)
 {
 	const struct watch_config *wc = &w->cfg->watches[i];
 	char real[PATH_MAX];
+	struct origin o = { .w = w };
 
 	*why = (struct watch_why){ .pidfile_pid = wc->pidfile ? w->pidfile_pids[i] : 0 };
 	if (wc->exe) {
@@ -342,7 +487,7 @@ void watch_why_empty(struct watch *w, size_t i, struct watch_why *why)
 	}
 	if (w->direct) {
 		for (size_t k = 0; k < w->nprocs; k++)
-			if (w->procs[k].watch != i && direct_matches(w, i, &w->procs[k]) &&
+			if (w->procs[k].watch != i && direct_matches(w, i, &w->procs[k], &o) &&
 			    why->shadowed++ == 0)
 				why->owner = w->procs[k].watch;
 		return;
@@ -353,7 +498,7 @@ void watch_why_empty(struct watch *w, size_t i, struct watch_why *why)
 		size_t owner;
 
 		if (pid == w->self || (PIDS_VAL(ITEM_FLAGS, ul_int, stack, w->info) & PROCFS_PF_KTHREAD) ||
-		    !watch_matches(w, wc, stack, pid, w->pidfile_pids[i]))
+		    !watch_matches(w, wc, stack, pid, w->pidfile_pids[i], &o))
 			continue;
 		owner = owner_of(w, pid);
 		if (owner != i && why->shadowed++ == 0)

@@ -2,7 +2,10 @@
  *
  * libproc2 reads the process list and the attributes the selectors need
  * (only those: a cmdline or exe read takes the target's memory-map lock).
- * Watches that name only pids or pidfiles never scan all of /proc.
+ * Watches that name only pids or pidfiles never scan all of /proc.  The
+ * unit and cgroup selectors read /proc/PID/cgroup (through procfs and
+ * libsystemd), one more file per process: only for a process that the
+ * watch's other selectors let through, at most once each a cycle.
  */
 #ifndef CPUMOND_WATCH_H
 #define CPUMOND_WATCH_H
@@ -24,6 +27,17 @@ struct watch_proc {
 };
 
 struct watch;
+
+/* The longest systemd unit name, with its NUL (systemd's UNIT_NAME_MAX). */
+#define WATCH_UNIT_MAX 256
+
+/* The systemd unit of PID, as the unit selector sees it, into BUF (LEN
+ * bytes): its system unit (sd_pid_get_unit: "nginx.service",
+ * "user@1000.service", "session-2.scope"), else its user unit
+ * (sd_pid_get_user_unit), both named after its cgroup v2 path, so also
+ * where systemd is not PID 1.  Returns 0, or -errno with BUF "": -ENODATA
+ * or -ENXIO when it is in no unit ("/"), -ESRCH when it is gone. */
+int watch_read_unit(pid_t pid, char *buf, size_t len);
 
 /* A resolver for CFG, which must outlive it.  Returns 0 or -errno. */
 int watch_new(const struct config *cfg, struct watch **out);

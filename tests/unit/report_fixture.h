@@ -145,9 +145,12 @@ static inline int teardown(void **state)
 }
 
 /* The fixture's events, in time order:
- *   i = 0..9:   app[100] (build 1), threads 101 and 102 in turn: A 24, B 6
- *   i = 10..14: app[200] (build 2), thread 201: A2 24, B2 6
- *   i = 15:     spin[300] in watch "other": D 30
+ *   i = 0..9:   app[100] (build 1) in unit app.service, threads 101 and 102
+ *               in turn: A 24, B 6
+ *   i = 10..14: app[200] (build 2) in unit app@2.service, thread 201: A2 24,
+ *               B2 6
+ *   i = 15:     spin[300] in watch "other", in no unit or cgroup known (an
+ *               older cpumond's event): D 30
  *   i = 16:     app[100] without a stack (the thread exited)
  * So A+A2 (the 80 % chain) has 360 of 480 samples, B+B2 90, D 30. */
 #define NEVENTS 17
@@ -171,6 +174,13 @@ static inline void fixture_event(const struct fixture *f, int i, struct fixture_
 	ev->threshold = 800;
 	ev->consecutive = 1;
 	ev->samples = 30;
+	if (i < 10 || i == 16) {
+		ev->unit = "app.service";
+		ev->cgroup = "/system.slice/app.service";
+	} else if (i < 15) {
+		ev->unit = "app@2.service";
+		ev->cgroup = "/system.slice/system-app.slice/app@2.service";
+	}
 	if (i < 10) {
 		ev->pid = 100;
 		ev->tid = 101 + i % 2;

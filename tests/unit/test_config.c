@@ -1,6 +1,7 @@
 /* config: good files, every error with its file:line, durations, print and
  * parse again, the shipped example.  Run from the repository root. */
 #include <errno.h>
+#include <fnmatch.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -147,6 +148,8 @@ static void test_every_selector(void **state)
 	           "exe = /usr/sbin/nginx\n"
 	           "cmdline = ^nginx: worker (process|thread)$\n"
 	           "user = root\n"
+	           "unit = nginx@*.service\n"
+	           "cgroup = ^/system\\.slice/nginx@[0-9]+\\.service$\n"
 	           "all = yes\n"
 	           "[watch by uid]\n"
 	           "user = 4294967294\n"
@@ -164,7 +167,14 @@ static void test_every_selector(void **state)
 	assert_int_equal(regexec(&w->cmdline_re, "nginx: master process", 0, NULL, 0), REG_NOMATCH);
 	assert_string_equal(w->user, "root");
 	assert_int_equal(w->uid, 0);
+	assert_string_equal(w->unit, "nginx@*.service");
+	assert_string_equal(w->cgroup, "^/system\\.slice/nginx@[0-9]+\\.service$");
+	assert_int_equal(regexec(&w->cgroup_re, "/system.slice/nginx@80.service", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&w->cgroup_re, "/system.slice/nginx@80.service/x", 0, NULL, 0),
+	                 REG_NOMATCH);
 	assert_true(w->all);
+	assert_null(cfg.watches[1].unit);
+	assert_null(cfg.watches[1].cgroup);
 	assert_string_equal(cfg.watches[1].user, "4294967294");
 	assert_int_equal(cfg.watches[1].uid, 4294967294u);
 	assert_false(cfg.watches[1].all);
@@ -328,8 +338,8 @@ static void test_errors(void **state)
 		{ "ignore = ^x$\n[report]\n" WATCH,
 		  "t.conf:1: ignore: outside any section (put it under [cpumond] or [watch NAME])\n" },
 		{ WATCH "com = nginx\n",
-		  "t.conf:3: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, all, "
-		  "threshold, consecutive or cooldown)\n" },
+		  "t.conf:3: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, unit, "
+		  "cgroup, all, threshold, consecutive or cooldown)\n" },
 		{ "[cpumond]\ncomm = nginx\n" WATCH,
 		  "t.conf:2: comm: not a [cpumond] key (selectors go in [watch NAME])\n" },
 		{ WATCH "interval = 1s\n",
@@ -382,6 +392,18 @@ static void test_errors(void **state)
 		  "t.conf:2: pidfile: nginx.pid is not an absolute path\n" },
 		{ "[watch w]\ncmdline = (\n",
 		  "t.conf:2: cmdline: invalid regex \"(\": unmatched ( or \\(\n" },
+		{ "[watch w]\nunit = system.slice/nginx.service\n",
+		  "t.conf:2: unit: \"system.slice/nginx.service\" holds a '/', which no unit name "
+		  "does (match the cgroup path with cgroup)\n" },
+		{ "[watch w]\ncgroup = (\n",
+		  "t.conf:2: cgroup: invalid regex \"(\": unmatched ( or \\(\n" },
+		{ "[watch w]\ncgroup = ((a{99}){99}){99}\n",
+		  "t.conf:2: cgroup: regex \"((a{99}){99}){99}\" repeats too much: its repetitions "
+		  "({n,m} m times, + twice) multiply to more than 1000\n" },
+		{ "[watch w]\nunit = x.service\nunit = y.service\n",
+		  "t.conf:3: unit: duplicate key (first at line 2)\n" },
+		{ "[cpumond]\nunit = x.service\n" WATCH,
+		  "t.conf:2: unit: not a [cpumond] key (selectors go in [watch NAME])\n" },
 		{ "[watch w]\nuser = nosuchuser-cpumond\n",
 		  "t.conf:2: user: no user named \"nosuchuser-cpumond\"\n" },
 		{ "[watch w]\nuser = 4294967295\n",
@@ -393,15 +415,15 @@ static void test_errors(void **state)
 		{ "[watch w]\ncomm = ; nginx\n",
 		  "t.conf:2: comm: no value\n" },
 		{ "[cpumond]\n\n[watch web]\nthreshold = 900\n",
-		  "t.conf:3: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		  "t.conf:3: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user, unit, cgroup or all = yes)\n" },
 		{ "[watch web]\nall = no\n",
-		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user, unit, cgroup or all = yes)\n" },
 		{ "[watch web]\n" WATCH,
-		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user, unit, cgroup or all = yes)\n" },
 		{ "[watch web]\ncom = nginx\n",
-		  "t.conf:2: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, all, "
-		  "threshold, consecutive or cooldown)\n"
-		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n" },
+		  "t.conf:2: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, unit, "
+		  "cgroup, all, threshold, consecutive or cooldown)\n"
+		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user, unit, cgroup or all = yes)\n" },
 		{ "[cpumond]\ninterval = 1s\n",
 		  "t.conf:0: no [watch NAME] section: nothing to watch\n" },
 		{ "",
@@ -460,7 +482,7 @@ static void test_all_errors_reported(void **state)
 	              "t.conf:5: cooldown: \"soon\" is not a duration (such as 250ms, 3s, 2min, 1h, 1d, 2w)\n"
 	              "t.conf:9: pid: 0 is out of range 1..4194304\n"
 	              "t.conf:10: \"also oops\": not a [section], key = value or ; comment\n"
-	              "t.conf:12: [watch idle]: no selector (pid, pidfile, comm, exe, cmdline, user or all = yes)\n"
+	              "t.conf:12: [watch idle]: no selector (pid, pidfile, comm, exe, cmdline, user, unit, cgroup or all = yes)\n"
 	              "t.conf:15: [watch web]: duplicate watch (first at line 7)\n"
 	              "t.conf:16: [bogus]: unknown section (expected [cpumond], [report] or [watch NAME])\n");
 }
@@ -729,6 +751,8 @@ static void assert_same_config(const struct config *a, const struct config *b)
 		assert_same_string(x->cmdline, y->cmdline);
 		assert_same_string(x->user, y->user);
 		assert_int_equal(x->uid, y->uid);
+		assert_same_string(x->unit, y->unit);
+		assert_same_string(x->cgroup, y->cgroup);
 		assert_int_equal(x->all, y->all);
 		assert_int_equal(x->threshold, y->threshold);
 		assert_int_equal(x->consecutive, y->consecutive);
@@ -749,6 +773,8 @@ static void test_round_trip(void **state)
 	           "exe = /usr/sbin/nginx\n"
 	           "cmdline = ^nginx: (worker|cache) [a-z]+;x$\n"
 	           "user = 0\n"
+	           "unit = user@[0-9]*.service\n"
+	           "cgroup = ^/user\\.slice/.*;x$\n"
 	           "all = on\n"
 	           "cooldown = 0\n"
 	           "[watch b]\n"
@@ -829,7 +855,7 @@ static void test_shipped_examples(void **state)
 {
 	struct config cfg;
 	char *text, *line;
-	size_t len, web;
+	size_t len, web, php, containers;
 	FILE *in = fopen("config/cpumond.conf", "r"), *out = open_memstream(&text, &len);
 	ssize_t n;
 	size_t cap = 0;
@@ -846,14 +872,26 @@ static void test_shipped_examples(void **state)
 	/* "builder" is a user this host may not have: root is everywhere. */
 	memcpy(strstr(text, "user = builder"), "user = 0      ", 14);
 	parse_good(text, &cfg);
-	assert_int_equal(cfg.nwatches, 7);
+	assert_int_equal(cfg.nwatches, 9);
 	/* By name: the examples may come in any order. */
-	web = cfg.nwatches;
-	for (size_t i = 0; i < cfg.nwatches; i++)
+	web = php = containers = cfg.nwatches;
+	for (size_t i = 0; i < cfg.nwatches; i++) {
 		if (strcmp(cfg.watches[i].name, "web") == 0)
 			web = i;
-	assert_true(web < cfg.nwatches);
+		else if (strcmp(cfg.watches[i].name, "php") == 0)
+			php = i;
+		else if (strcmp(cfg.watches[i].name, "containers") == 0)
+			containers = i;
+	}
+	assert_true(web < cfg.nwatches && php < cfg.nwatches && containers < cfg.nwatches);
 	assert_int_equal(cfg.watches[web].consecutive, 3);
+	/* The unit and cgroup examples match what they say they do. */
+	assert_int_equal(fnmatch(cfg.watches[php].unit, "php8.2-fpm.service", 0), 0);
+	assert_int_not_equal(fnmatch(cfg.watches[php].unit, "php8.2-fpm.socket", 0), 0);
+	assert_int_equal(regexec(&cfg.watches[containers].cgroup_re,
+	                         "/system.slice/docker-0123abcd.scope", 0, NULL, 0), 0);
+	assert_int_not_equal(regexec(&cfg.watches[containers].cgroup_re,
+	                             "/system.slice/docker.service", 0, NULL, 0), 0);
 	/* The suggested ignore pattern (the C runtime's frames are built in)
 	 * names a thread pool's loops and nothing that merely contains their
 	 * names. */

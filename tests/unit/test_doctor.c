@@ -274,9 +274,13 @@ static const char watches_conf[] =
 	"pid = 4242\n"
 	"[watch workers]\n"              /* 13 */
 	"cmdline = worker$\n"
-	"user = 0\n";
+	"user = 0\n"
+	"[watch svc]\n"                  /* 16 */
+	"unit = nginx*.service\n"
+	"[watch slice]\n"                /* 18 */
+	"cgroup = ^/system\\.slice/\n";
 
-enum { W_WEB, W_PY, W_JAVA, W_LATE, W_DB, W_ONE, W_WORKERS };
+enum { W_WEB, W_PY, W_JAVA, W_LATE, W_DB, W_ONE, W_WORKERS, W_SVC, W_SLICE };
 
 static void test_watch_matches(void **state)
 {
@@ -288,15 +292,23 @@ static void test_watch_matches(void **state)
 	for (int i = 0; i < 7; i++)
 		procs[i] = (struct watch_proc){ .pid = 100 + i, .watch = W_WEB, .comm = "nginx" };
 	procs[7] = (struct watch_proc){ .pid = 4242, .watch = W_ONE, .comm = "a.out" };
-	doctor_check_watch(&cfg, W_WEB, procs, 8, NULL, &r);
+	doctor_check_watch(&cfg, W_WEB, procs, 8, NULL, NULL, &r);
 	assert_int_equal(r.level, DOCTOR_OK);
 	assert_string_equal(r.message, "watch \"web\" matches 7 processes: nginx[100], nginx[101], "
 	                    "nginx[102], nginx[103], nginx[104] and 2 more");
-	doctor_check_watch(&cfg, W_ONE, procs, 8, NULL, &r);
+	doctor_check_watch(&cfg, W_ONE, procs, 8, NULL, NULL, &r);
 	assert_int_equal(r.level, DOCTOR_OK);
 	assert_string_equal(r.message, "watch \"one\" matches 1 process: a.out[4242]");
-	doctor_check_watch(&cfg, W_WEB, procs + 5, 3, NULL, &r);
+	doctor_check_watch(&cfg, W_WEB, procs + 5, 3, NULL, NULL, &r);
 	assert_string_equal(r.message, "watch \"web\" matches 2 processes: nginx[105], nginx[106]");
+	/* Where each runs, when known. */
+	{
+		const char *origins[] = { "nginx.service", "", "/system.slice/a b", NULL };
+
+		doctor_check_watch(&cfg, W_WEB, procs + 4, 4, origins, NULL, &r);
+		assert_string_equal(r.message, "watch \"web\" matches 3 processes: nginx[104] in "
+		                    "nginx.service, nginx[105], nginx[106] in /system.slice/a b");
+	}
 	config_free(&cfg);
 }
 
@@ -310,59 +322,67 @@ static void test_watch_empty(void **state)
 	assert_int_equal(config_parse_string(watches_conf, "t.conf", &cfg, stderr), 0);
 
 	/* The newcomer's case: argv[0] was /usr/bin/python3 or a pyenv path. */
-	doctor_check_watch(&cfg, W_PY, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_PY, &web, 1, NULL, &why, &r);
 	assert_int_equal(r.level, DOCTOR_WARN);
 	assert_string_equal(r.message, "watch \"py\" at t.conf:3 matches no process "
 	                    "(cmdline = ^python3 -c)");
 	assert_string_equal(r.fix, "argv[0] is often a full path: try cmdline = ^([^ ]*/)?python3 -c");
 
 	strcpy(why.exe_target, "/usr/lib/jvm/java-17-openjdk-amd64/bin/java");
-	doctor_check_watch(&cfg, W_JAVA, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_JAVA, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.message, "watch \"java\" at t.conf:5 matches no process "
 	                    "(exe = /usr/bin/java)");
 	assert_string_equal(r.fix, "/usr/bin/java is a symbolic link, and exe is matched against "
 	                    "the file itself: try exe = /usr/lib/jvm/java-17-openjdk-amd64/bin/java");
 	why = (struct watch_why){ .exe_err = ENOENT };
-	doctor_check_watch(&cfg, W_JAVA, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_JAVA, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.fix, "/usr/bin/java: No such file or directory");
 	why = (struct watch_why){ 0 };
-	doctor_check_watch(&cfg, W_JAVA, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_JAVA, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.fix, "no process runs /usr/bin/java now: compare with "
 	                    "ls -l /proc/PID/exe");
 
 	/* Its processes went to an earlier watch. */
 	why = (struct watch_why){ .shadowed = 1, .owner = W_WEB };
-	doctor_check_watch(&cfg, W_LATE, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_LATE, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.message, "watch \"late\" at t.conf:7 has no process (comm = nginx)");
 	assert_string_equal(r.fix, "the process it matches is watched under \"web\", an earlier "
 	                    "watch (a process belongs to the first watch it matches): put "
 	                    "[watch late] before it");
 	why.shadowed = 3;
-	doctor_check_watch(&cfg, W_LATE, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_LATE, &web, 1, NULL, &why, &r);
 	assert_non_null(strstr(r.fix, "the 3 processes it matches are watched under earlier "
 	                       "watches, the first under \"web\""));
 	why = (struct watch_why){ 0 };
-	doctor_check_watch(&cfg, W_WEB, NULL, 0, &why, &r);
+	doctor_check_watch(&cfg, W_WEB, NULL, 0, NULL, &why, &r);
 	assert_int_equal(r.level, DOCTOR_WARN);
 	assert_non_null(strstr(r.fix, "ps -eo comm"));
 
-	doctor_check_watch(&cfg, W_DB, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_DB, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.message, "watch \"db\" at t.conf:9 matches no process "
 	                    "(pidfile = /run/db.pid)");
 	assert_non_null(strstr(r.fix, "/run/db.pid holds no pid"));
 	why.pidfile_pid = 555;
-	doctor_check_watch(&cfg, W_DB, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_DB, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.fix, "/run/db.pid names pid 555, which is gone or is not the "
 	                    "program the other selectors name");
 	why = (struct watch_why){ 0 };
-	doctor_check_watch(&cfg, W_ONE, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_ONE, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.fix, "pid 4242 is gone or is not the program the other selectors "
 	                    "name");
 	/* Every selector is named; an unanchored regex gets the general hint. */
-	doctor_check_watch(&cfg, W_WORKERS, &web, 1, &why, &r);
+	doctor_check_watch(&cfg, W_WORKERS, &web, 1, NULL, &why, &r);
 	assert_string_equal(r.message, "watch \"workers\" at t.conf:13 matches no process "
 	                    "(cmdline = worker$, user = 0)");
 	assert_non_null(strstr(r.fix, "ps -eo args"));
+	doctor_check_watch(&cfg, W_SVC, &web, 1, NULL, &why, &r);
+	assert_string_equal(r.message, "watch \"svc\" at t.conf:16 matches no process "
+	                    "(unit = nginx*.service)");
+	assert_non_null(strstr(r.fix, "ps -eo unit,comm"));
+	doctor_check_watch(&cfg, W_SLICE, &web, 1, NULL, &why, &r);
+	assert_string_equal(r.message, "watch \"slice\" at t.conf:18 matches no process "
+	                    "(cgroup = ^/system\\.slice/)");
+	assert_non_null(strstr(r.fix, "the 0:: line of /proc/PID/cgroup"));
 	config_free(&cfg);
 }
 

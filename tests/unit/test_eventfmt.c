@@ -30,11 +30,15 @@ static void test_json_exact(void **state)
 	ev.stacks = stacks;
 	ev.nstacks = 2;
 	ev.episode_end = "thread went idle after 20 samples";
+	ev.nspid = 7;
+	ev.cgroup = "/system.slice/nginx.service";
+	ev.unit = "nginx.service";
 	got = format(eventfmt_json, &ev);
 	assert_string_equal(got,
 		"{\"id\":7,\"time\":\"2026-11-29T13:04:05.123456+00:00\",\"host\":\"h1\","
-		"\"watch\":\"web\",\"pid\":4242,\"comm\":\"nginx\",\"exe\":\"/usr/sbin/nginx\","
-		"\"tid\":4250,\"thread\":\"worker-3\",\"usage\":987,\"threshold\":800,"
+		"\"watch\":\"web\",\"pid\":4242,\"nspid\":7,\"comm\":\"nginx\","
+		"\"exe\":\"/usr/sbin/nginx\",\"cgroup\":\"/system.slice/nginx.service\","
+		"\"unit\":\"nginx.service\",\"tid\":4250,\"thread\":\"worker-3\",\"usage\":987,\"threshold\":800,"
 		"\"consecutive\":1,\"run_delay\":0,\"freeze_us\":43,"
 		"\"stack_hash\":\"00000000deadbeef\",\"truncated\":false,\"error\":null,"
 		"\"samples\":20,\"freeze_max_us\":97,"
@@ -49,8 +53,12 @@ static void test_json_exact(void **state)
 		"\"file\":null,\"line\":null,\"inlined\":false}]}\n");
 	free(got);
 
-	/* No frames: no hash; an error; a zone east of UTC. */
+	/* No frames: no hash; an error; a zone east of UTC; where it ran not
+	 * known (an event of an older cpumond), or in no unit. */
 	set_tz("XST-5:30");
+	ev.nspid = 0;
+	ev.cgroup = NULL;
+	ev.unit = "";
 	ev.stack.nframes = 0;
 	ev.stack.truncated = false;
 	ev.error = "tid 4250 exited";
@@ -61,6 +69,9 @@ static void test_json_exact(void **state)
 	got = format(eventfmt_json, &ev);
 	set_tz("UTC");
 	assert_non_null(strstr(got, "\"time\":\"2026-11-29T18:34:05.000001+05:30\""));
+	assert_non_null(strstr(got, "\"pid\":4242,\"nspid\":null,\"comm\":\"nginx\","
+	                            "\"exe\":\"/usr/sbin/nginx\",\"cgroup\":null,\"unit\":null,"
+	                            "\"tid\":4250,"));
 	assert_non_null(strstr(got, "\"stack_hash\":null,\"truncated\":false,"
 	                            "\"error\":\"tid 4250 exited\",\"samples\":0,"
 	                            "\"freeze_max_us\":97,\"episode_end\":null,\"stacks\":[],"
@@ -158,9 +169,24 @@ static void test_journal_fields(void **state)
 	assert_string_equal(fields[7], "CPUMOND_USAGE=987");
 	assert_string_equal(fields[8], "CPUMOND_STACK_HASH=00000000deadbeef");
 	assert_string_equal(fields[9], "CPUMOND_TOP_FRAME=spin_leaf");
+	assert_string_equal(fields[10], "CPUMOND_NSPID=");
+	assert_string_equal(fields[11], "CPUMOND_CGROUP=");
+	assert_string_equal(fields[12], "CPUMOND_UNIT=");
 	eventfmt_journal_free(fields);
 	for (size_t i = 0; i < EVENTFMT_JOURNAL_FIELDS; i++)
 		assert_null(fields[i]);
+
+	/* Where it runs, when known. */
+	ev.nspid = 7;
+	ev.cgroup = "/system.slice/nginx.service";
+	ev.unit = "nginx.service";
+	assert_int_equal(eventfmt_journal(&ev, summary, fields), 0);
+	assert_string_equal(fields[10], "CPUMOND_NSPID=7");
+	assert_string_equal(fields[11], "CPUMOND_CGROUP=/system.slice/nginx.service");
+	assert_string_equal(fields[12], "CPUMOND_UNIT=nginx.service");
+	eventfmt_journal_free(fields);
+	ev.nspid = 0;
+	ev.cgroup = ev.unit = NULL;
 
 	/* The top frame unnamed: the function as report spells it.  Names
 	 * go as bytes (the journal keeps them), NULL as "". */

@@ -323,6 +323,8 @@ static void test_by_exact(void **state)
 	assert_int_equal(g->nprocs, 1);
 	assert_int_equal(g->procs[0].pid, 100);
 	assert_string_equal(g->procs[0].comm, "app");
+	assert_string_equal(g->procs[0].unit, "app.service");
+	assert_string_equal(g->procs[0].cgroup, "/system.slice/app.service");
 	assert_int_equal(g->procs[0].samples, 240);
 	assert_int_equal(g->threads, 2);
 	assert_int_equal(g->nthread_names, 2);
@@ -346,6 +348,8 @@ static void test_by_exact(void **state)
 	assert_group(g, 30, 1, 1, 1);
 	assert_int_equal(g->stack->hash, f->d.hash);
 	assert_string_equal(g->procs[0].comm, "spin");
+	assert_string_equal(g->procs[0].unit, "");
+	assert_string_equal(g->procs[0].cgroup, "");
 	report_free(r);
 }
 
@@ -619,11 +623,49 @@ static void test_hosts(void **state)
 	free(text);
 	text = capture(report_print_json, r, 1);
 	assert_non_null(strstr(text, "\"processes\":[{\"host\":\"h1\",\"pid\":100,\"comm\":\"app\","
+	                             "\"unit\":\"app.service\",\"cgroup\":\"/system.slice/app.service\","
 	                             "\"samples\":72},{\"host\":\"h2\",\"pid\":100,\"comm\":\"app\","
+	                             "\"unit\":\"app.service\",\"cgroup\":\"/system.slice/app.service\","
 	                             "\"samples\":24}],\"host_count\":2,\"hosts\":[{\"host\":\"h1\","
 	                             "\"events\":3,\"samples\":72},{\"host\":\"h2\",\"events\":1,"
 	                             "\"samples\":24}],\"threads\":3,"));
 	free(text);
+	report_free(r);
+}
+
+/* A process moved to another cgroup (and unit) between two events is
+ * listed once in each, the one with more samples first. */
+static void test_moved_process(void **state)
+{
+	const struct fixture *f = *state;
+	struct report *r;
+	const struct report_group *g;
+
+	assert_int_equal(report_new(REPORT_BY_EXACT, &f->ignore, &r), 0);
+	for (int i = 0; i < 3; i++) {
+		struct fixture_event fe;
+
+		fixture_event(f, i, &fe);      /* app[100], A1 24 + B1 6 */
+		if (i > 0) {
+			fe.ev.unit = "batch.service";
+			fe.ev.cgroup = "/system.slice/batch.service";
+		}
+		for (size_t k = 0; k < fe.ev.nstacks; k++)
+			if (!report_has_stack(r, fe.ev.stacks[k].hash))
+				assert_int_equal(report_add_stack(r, fe.ev.stacks[k].stack), 0);
+		assert_int_equal(report_add_event(r, &fe.ev), 0);
+	}
+	assert_int_equal(report_finish(r), 0);
+	g = report_group(r, 0);
+	assert_int_equal(g->stack->hash, f->a1.hash);
+	assert_int_equal(g->nprocs, 2);
+	assert_int_equal(g->procs[0].pid, 100);
+	assert_string_equal(g->procs[0].unit, "batch.service");
+	assert_string_equal(g->procs[0].cgroup, "/system.slice/batch.service");
+	assert_int_equal(g->procs[0].samples, 48);
+	assert_int_equal(g->procs[1].pid, 100);
+	assert_string_equal(g->procs[1].unit, "app.service");
+	assert_int_equal(g->procs[1].samples, 24);
 	report_free(r);
 }
 
@@ -665,6 +707,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_single_dumps_and_missing_stacks, setup, teardown),
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test_setup_teardown(test_hosts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_moved_process, setup, teardown),
 	};
 
 	if (argc == 3 && strcmp(argv[1], "--write-fixture") == 0)

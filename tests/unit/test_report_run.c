@@ -95,6 +95,7 @@ static void test_run_filters(void **state)
 	};
 	char ranks[512];
 	char *text;
+	regex_t re;
 
 	write_fixture(f, f->path);
 	opt.pid = 200;
@@ -118,8 +119,41 @@ static void test_run_filters(void **state)
 	assert_string_equal(ranks, "hot_a 120;hot_b 30;");
 	free(text);
 
-	/* [since, until): events 3..5 */
+	/* By where the processes run: app[100] is in app.service, app[200] in
+	 * app@2.service; spin[300] has neither (an older cpumond's event), and
+	 * even "*" and "." do not take it. */
 	opt.comm = opt.thread = NULL;
+	opt.unit = "app.service";
+	text = run(&opt, 0);
+	json_ranks(text, ranks, sizeof ranks);
+	assert_string_equal(ranks, "hot_a 240;hot_b 60;");
+	free(text);
+	opt.unit = "app*";
+	text = run(&opt, 0);
+	json_ranks(text, ranks, sizeof ranks);
+	assert_string_equal(ranks, "hot_a 360;hot_b 90;");
+	free(text);
+	opt.unit = "*";
+	opt.cgroup = "^/system\\.slice/system-app\\.slice/";
+	opt.cgroup_re = &re;
+	assert_int_equal(regcomp(&re, opt.cgroup, REG_EXTENDED | REG_NOSUB), 0);
+	text = run(&opt, 0);
+	json_ranks(text, ranks, sizeof ranks);
+	assert_string_equal(ranks, "hot_a 120;hot_b 30;");
+	free(text);
+	regfree(&re);
+	opt.unit = NULL;
+	opt.cgroup = ".";
+	assert_int_equal(regcomp(&re, opt.cgroup, REG_EXTENDED | REG_NOSUB), 0);
+	text = run(&opt, 0);
+	json_ranks(text, ranks, sizeof ranks);
+	assert_string_equal(ranks, "hot_a 360;hot_b 90;");
+	free(text);
+	regfree(&re);
+	opt.cgroup = NULL;
+	opt.cgroup_re = NULL;
+
+	/* [since, until): events 3..5 */
 	opt.since_us = T0 + 3 * SEC;
 	opt.until_us = T0 + 6 * SEC;
 	text = run(&opt, 0);

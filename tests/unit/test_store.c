@@ -160,8 +160,9 @@ static struct stackdump_frame frames_a2[] = {
 static struct store_event make_event(int64_t t, struct stackdump_frame *frames, size_t n)
 {
 	struct store_event ev = {
-		.time_us = t, .host = "host1", .watch = "web", .pid = 4242, .comm = "nginx",
-		.exe = "/usr/sbin/nginx", .tid = 4250, .thread = "worker-3", .usage = 987,
+		.time_us = t, .host = "host1", .watch = "web", .pid = 4242, .nspid = 7,
+		.comm = "nginx", .exe = "/usr/sbin/nginx", .cgroup = "/system.slice/nginx.service",
+		.unit = "nginx.service", .tid = 4250, .thread = "worker-3", .usage = 987,
 		.threshold = 800, .consecutive = 2, .run_delay = 15,
 	};
 
@@ -185,8 +186,11 @@ static void assert_event_equal(const struct store_event *got, const struct store
 	assert_string_equal(got->host, nz(exp->host));
 	assert_string_equal(got->watch, nz(exp->watch));
 	assert_int_equal(got->pid, exp->pid);
+	assert_int_equal(got->nspid, exp->nspid);
 	assert_string_equal(got->comm, nz(exp->comm));
 	assert_string_equal(got->exe, nz(exp->exe));
+	assert_string_equal(got->cgroup, nz(exp->cgroup));
+	assert_string_equal(got->unit, nz(exp->unit));
 	assert_int_equal(got->tid, exp->tid);
 	assert_string_equal(got->thread, nz(exp->thread));
 	assert_int_equal(got->usage, exp->usage);
@@ -358,23 +362,79 @@ static void test_migrates_v1(void **state)
 
 	st = open_rw(fx->path);
 	store_close(st);
-	/* Back to v1 by hand: drop what v2 added. */
+	/* Back to v1 by hand: drop what v2 and v3 added. */
 	q_exec(fx->path, "DROP TABLE event_stacks; ALTER TABLE events DROP COLUMN samples;"
 	                 " ALTER TABLE events DROP COLUMN stop_max_us;"
-	                 " ALTER TABLE events DROP COLUMN episode_end; PRAGMA user_version = 1;");
+	                 " ALTER TABLE events DROP COLUMN episode_end;"
+	                 " ALTER TABLE events DROP COLUMN nspid; ALTER TABLE events DROP COLUMN cgroup;"
+	                 " ALTER TABLE events DROP COLUMN unit; PRAGMA user_version = 1;");
 	snprintf(sql, sizeof sql, "INSERT INTO stacks VALUES (%lld, 1, 0, 1, 1, 1);"
 	         " INSERT INTO events (time, pid, tid, usage, threshold, consecutive, run_delay,"
 	         " stop_us, stack_hash) VALUES (1, 1, 2, 900, 800, 1, 0, 55, %lld);",
 	         (long long)HASH_A, (long long)HASH_A);
 	q_exec(fx->path, sql);
 	st = open_rw(fx->path);
-	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 2);
+	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 3);
 	assert_int_equal(store_each_event_in(st, &all, read_episode, &r), 0);
 	assert_int_equal(r.events, 1);
 	assert_int_equal(r.samples, 1);
 	assert_int_equal(r.nstacks, 1);
 	assert_true(r.hashes[0] == HASH_A && r.counts[0] == 1);
 	assert_int_equal(r.stop_max_ns, 55000);
+	store_close(st);
+}
+
+/* A v2 database (before events said where they come from): a reader reads
+ * it as it is, without touching it, and its events have no origin; the
+ * writer migrates it in place, and the old events keep everything else. */
+static void test_migrates_v2(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_event ev = make_event(1000, frames_a1, 3), old = ev, fresh;
+	struct expect x = { .ev = &old, .n = 1 };
+	static char before[65536], after[65536];
+	size_t nbefore, nafter;
+	struct store *st = open_rw(fx->path);
+	char err[512];
+	int64_t last = 0;
+
+	assert_int_equal(store_begin(st), 0);
+	assert_int_equal(store_add_event(st, &ev), 0);
+	assert_int_equal(store_commit(st), 0);
+	store_close(st);
+	/* Back to v2 by hand: drop what v3 added. */
+	q_exec(fx->path, "ALTER TABLE events DROP COLUMN nspid; ALTER TABLE events DROP COLUMN"
+	                 " cgroup; ALTER TABLE events DROP COLUMN unit; PRAGMA user_version = 2;"
+	                 " PRAGMA wal_checkpoint(TRUNCATE);");
+	old.id = ev.id;
+	old.nspid = 0;
+	old.cgroup = old.unit = NULL;
+
+	nbefore = slurp(fx->path, before, sizeof before);
+	assert_int_equal(store_open(fx->path, false, &st, err, sizeof err), 0);
+	assert_int_equal(store_each_event_after(st, 0, check_event, &x, &last), 0);
+	assert_int_equal(x.seen, 1);
+	store_close(st);
+	nafter = slurp(fx->path, after, sizeof after);
+	assert_int_equal(nafter, nbefore);
+	assert_memory_equal(before, after, nbefore);
+	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 2);
+
+	st = open_rw(fx->path);
+	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 3);
+	fresh = make_event(2000, frames_a2, 3);
+	assert_int_equal(store_begin(st), 0);
+	assert_int_equal(store_add_event(st, &fresh), 0);
+	assert_int_equal(store_commit(st), 0);
+	{
+		const struct store_event both[] = { old, fresh };
+
+		x = (struct expect){ .ev = both, .n = 2 };
+		assert_int_equal(store_each_event_after(st, 0, check_event, &x, &last), 0);
+		assert_int_equal(x.seen, 2);
+	}
+	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM events WHERE nspid IS NULL"
+	                       " AND cgroup IS NULL AND unit IS NULL"), 1);
 	store_close(st);
 }
 
@@ -852,6 +912,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ids_not_reused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_episode_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_migrates_v2, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_by_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_by_size, setup, teardown),
 	};

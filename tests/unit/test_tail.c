@@ -143,6 +143,38 @@ static void test_human_escapes_names(void **state)
 	free(got);
 }
 
+/* Where the process runs: its pid in its own namespace beside ours when
+ * they differ, its unit and cgroup on a line of their own, escaped (a
+ * cgroup is a directory anyone with write access names). */
+static void test_human_origin(void **state)
+{
+	struct store_event ev = fixed_event();
+	char *got;
+	(void)state;
+
+	ev.stack.nframes = 0;
+	ev.nspid = 7;
+	ev.cgroup = "/system.slice/nginx.service";
+	ev.unit = "nginx.service";
+	got = format(tail_format_human, &ev);
+	assert_string_equal(got,
+		"2026-11-29 13:04:05 +0000  nginx[4242 (7 in its namespace)] thread \"worker-3\"/4250  "
+		"usage 987‰ > 800‰ (1 sample over)  stopped 43 µs  [watch web]\n"
+		"  unit nginx.service  cgroup /system.slice/nginx.service\n");
+	free(got);
+
+	/* In our namespace; in no unit; a hostile cgroup name. */
+	ev.nspid = 4242;
+	ev.unit = "";
+	ev.cgroup = "/evil\n\x1b[2J";
+	got = format(tail_format_human, &ev);
+	assert_string_equal(got,
+		"2026-11-29 13:04:05 +0000  nginx[4242] thread \"worker-3\"/4250  "
+		"usage 987‰ > 800‰ (1 sample over)  stopped 43 µs  [watch web]\n"
+		"  cgroup /evil\\x0a\\x1b[2J\n");
+	free(got);
+}
+
 static void test_human_episode(void **state)
 {
 	struct store_event ev = fixed_event();
@@ -404,6 +436,7 @@ int main(void)
 		cmocka_unit_test_setup(test_human_local_offset, setup_utc),
 		cmocka_unit_test_setup(test_human_escapes_names, setup_utc),
 		cmocka_unit_test_setup(test_human_episode, setup_utc),
+		cmocka_unit_test_setup(test_human_origin, setup_utc),
 		cmocka_unit_test_setup_teardown(test_run_missing_database, setup_db, teardown_db),
 		cmocka_unit_test_setup_teardown(test_run_last_lines, setup_db, teardown_db),
 		cmocka_unit_test_setup_teardown(test_run_follow, setup_db, teardown_db),
