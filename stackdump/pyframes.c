@@ -813,8 +813,10 @@ struct pyframes_proc {
 	size_t maps_len;
 	unsigned mods_gen;
 	/* Modules looked at, and what they were. */
-	struct { const struct module *mod; int verdict; } seen[MAX_SEEN];
+	struct { const struct module *mod; uint64_t start; int verdict; } seen[MAX_SEEN];
 	size_t nseen;
+	size_t found;                 /* the one of SEEN PP's interpreter fields
+	                                 describe; MAX_SEEN: none */
 	/* The interpreter. */
 	int verdict;                  /* 0 found; -ENOENT none; -ENOTSUP */
 	char interp[4096];            /* its path as the maps print it */
@@ -940,17 +942,24 @@ static void detect(struct pyframes_proc *pp, const struct addrspace *as)
 		if (!cand)
 			continue;
 		size_t k = 0;
-		while (k < pp->nseen && pp->seen[k].mod != mod)
+		while (k < pp->nseen && (pp->seen[k].mod != mod || pp->seen[k].start != e->start))
 			k++;
 		int verdict;
 		if (k < pp->nseen && pp->seen[k].verdict == -ENOENT) {
 			continue;
+		} else if (k < pp->nseen && k == pp->found) {
+			/* The interpreter examined last, where it was: its
+			 * addresses in PP still hold (the maps change with
+			 * every new thread stack). */
+			verdict = pp->seen[k].verdict;
 		} else {
 			verdict = examine(pp, mod, e);
 			if (k == pp->nseen && k < MAX_SEEN)
 				pp->nseen++;
 			if (k < MAX_SEEN)
-				pp->seen[k] = (typeof(pp->seen[0])){ mod, verdict };
+				pp->seen[k] = (typeof(pp->seen[0])){ mod, e->start, verdict };
+			if (verdict != -ENOENT)
+				pp->found = k;
 		}
 		if (verdict != -ENOENT) {
 			pp->verdict = verdict;
@@ -1018,6 +1027,7 @@ static struct pyframes_proc *proc_get(struct pyframes_proc **pp, pid_t pid)
 			return NULL;
 		(*pp)->pid = pid;
 		(*pp)->verdict = -ENOENT;
+		(*pp)->found = MAX_SEEN;
 	}
 	return *pp;
 }
