@@ -79,6 +79,8 @@ struct symbolize {
 	size_t nmodules, capmodules;
 	struct addr_entry *addrs;    /* open addressing, capaddrs a power of 2 */
 	size_t naddrs, capaddrs;
+	char **names;                /* symbol names without their version */
+	size_t nnames, capnames;
 	size_t requests;
 	/* The request under way, for the progress callback. */
 	struct timespec last_progress;
@@ -672,15 +674,42 @@ static void call_site(const struct symbolize *s, Dwarf_Die *cu, Dwarf_Die *die,
 		*line = (unsigned)l;
 }
 
+/* NAME without its symbol version ("__libc_start_main@@GLIBC_2.34": the
+ * .symtab of a debug file has them), as the daemon names it; NAME itself
+ * when it has none, NULL when out of memory.  Kept until symbolize_close. */
+static const char *unversioned(struct symbolize *s, const char *name)
+{
+	const char *at = strchr(name, '@');
+	char *copy;
+
+	if (!at || at == name)
+		return name;
+	if (s->nnames == s->capnames) {
+		size_t cap = s->capnames ? 2 * s->capnames : 16;
+		char **p = realloc(s->names, cap * sizeof *p);
+
+		if (!p)
+			return NULL;
+		s->names = p;
+		s->capnames = cap;
+	}
+	if (!(copy = strndup(name, (size_t)(at - name))))
+		return NULL;
+	s->names[s->nnames++] = copy;
+	return copy;
+}
+
 /* The chain of functions at ADDR of M, as eu-addr2line -i and gdb walk it:
  * the line table gives the instruction's file:line; the DIEs that hold the
  * innermost scope at ADDR, inside out, give each inlined call (whose
  * caller's line is its DW_AT_call_line) up to the function that holds the
  * code.  (Not the scopes dwarf_getscopes lists after an inlined instance:
- * those are its abstract definition's, for variables, not its callers.)  That one is named by its ELF symbol when one covers ADDR, as the
- * daemon names it.  Sets *OUT (malloc'd; the strings are libdw's, kept
- * until the session ends) and *N.  Returns 0 or -ENOMEM. */
-static int resolve(const struct symbolize *s, const struct module *m, uint64_t addr,
+ * those are its abstract definition's, for variables, not its callers.)
+ * That one is named by its ELF symbol when one covers ADDR, as the daemon
+ * names it, without its version.  Sets *OUT (malloc'd; the strings are
+ * libdw's or S's, kept until the session ends) and *N.  Returns 0 or
+ * -ENOMEM. */
+static int resolve(struct symbolize *s, const struct module *m, uint64_t addr,
                    struct symbolize_func **out, size_t *n)
 {
 	struct symbolize_func chain[MAX_CHAIN];
@@ -701,6 +730,8 @@ static int resolve(const struct symbolize *s, const struct module *m, uint64_t a
 	symname = s->dw.dwfl_module_addrinfo(m->mod, addr, &off, &sym, NULL, NULL, NULL);
 	if (symname && off >= sym.st_size)
 		symname = NULL;   /* the nearest symbol before, not one that holds ADDR */
+	if (symname && !(symname = unversioned(s, symname)))
+		return -ENOMEM;
 	if ((dl = s->dw.dwfl_module_getsrc(m->mod, addr)) &&
 	    (file = s->dw.dwfl_lineinfo(dl, NULL, &l, NULL, NULL, NULL)))
 		line = l > 0 ? (unsigned)l : 0;
@@ -818,12 +849,16 @@ static uint64_t lookup_offset(const struct stackdump_frame *f, bool caller)
 	return caller && f->offset > f->func_offset ? f->offset - 1 : f->offset;
 }
 
-/* Gives frame G (a copy of F, looked up at LOOK) what FN says. */
+/* Gives frame G (a copy of F, looked up at LOOK) what FN says.  A name F
+ * has is kept for the function with the code: the daemon chose it among
+ * the aliases of its address (clone3, not __clone3 or __GI___clone3). */
 static int apply(struct stackdump_frame *g, const struct stackdump_frame *f, uint64_t look,
                  const struct symbolize_func *fn)
 {
 	const char *name = fn->name ? fn->name : fn->inlined ? "??" : NULL;
 
+	if (!fn->inlined && f->symbol && f->symbol[0])
+		name = NULL;
 	if (name) {
 		free(g->symbol);
 		if (!(g->symbol = strdup(name)))
@@ -925,6 +960,9 @@ void symbolize_close(struct symbolize *s)
 		free(m);
 	}
 	free(s->modules);
+	for (size_t i = 0; i < s->nnames; i++)
+		free(s->names[i]);
+	free(s->names);
 	if (s->client)
 		s->di.debuginfod_end(s->client);
 	if (s->di_handle)

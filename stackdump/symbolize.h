@@ -138,7 +138,9 @@ enum symbolize_mode {
 };
 
 /* Writes IN's frames to OUT with the names, files and lines found at read
- * time (a name stored in IN is kept where none is found).  OUT keeps IN's
+ * time.  A name stored in IN is kept: the daemon chose it among the
+ * aliases of the address; a frame without one gets the name found (its
+ * ELF symbol, without a version, else its DWARF name).  OUT keeps IN's
  * hash, truncation, stop times and error; in SYMBOLIZE_INSTRUCTIONS mode
  * it may have more frames than IN (inlined ones, marked inlined, with the
  * ip, module, build-id and offsets of the frame they are inlined into).

@@ -169,15 +169,22 @@ class Target:
         self.proc.wait(timeout=10)
 
 
+def unwound(rest):
+    """A frame line's text without the source line names at read time add
+    (" at file.c:LINE"); None for a call inlined into the next frame, which
+    is no frame of the unwind (its ip is the next one's)."""
+    return None if " [inlined] (" in rest else re.sub(r" at \S+:\d+$", "", rest)
+
+
 def stackdump_frames(stackdump, tid, extra=()):
-    """[(ip, symbol or None, symbol offset, module)], error text."""
+    """[(ip, symbol or None, symbol offset, module)] of the unwind, error text."""
     r = run([stackdump, "-a", *extra, str(tid)])
     frames = []
     for line in r.stdout.splitlines():
         m = re.match(r"\s+#\d+ 0x([0-9a-f]+) (.*)$", line)
-        if not m:
+        if not m or unwound(m.group(2)) is None:
             continue
-        ip, rest = int(m.group(1), 16), m.group(2)
+        ip, rest = int(m.group(1), 16), unwound(m.group(2))
         named = re.match(r"(.*)\+0x([0-9a-f]+) \((.*)\)$", rest)
         if named:
             frames.append((ip, named.group(1), int(named.group(2), 16), named.group(3)))
@@ -384,8 +391,8 @@ def dumped_threads(text):
         m = re.match(r"tid (\d+) \(.*\) of pid \d+ \(.*\), stopped \d+ ", line)
         if m:
             cur = threads.setdefault(int(m.group(1)), [])
-        elif cur is not None and re.match(r"\s+#\d+ ", line):
-            cur.append(re.sub(r"\+0x[0-9a-f]+ \(.*\)$", "", line.split(None, 1)[1]))
+        elif cur is not None and re.match(r"\s+#\d+ ", line) and unwound(line.split(None, 1)[1]):
+            cur.append(re.sub(r"\+0x[0-9a-f]+ \(.*\)$", "", unwound(line.split(None, 1)[1])))
     return threads
 
 
@@ -481,7 +488,7 @@ def go_samples(build, gospin):
         with open(conf, "w") as f:
             f.write(f"""[cpumond]
 interval = 300ms
-threshold = 250
+threshold = {testlib.HOT_THRESHOLD}
 cooldown = 1h
 episode_samples = 20
 sample_interval = 20ms

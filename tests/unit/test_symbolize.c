@@ -13,6 +13,7 @@
 #include "stackdump/symbolize.h"
 #include "tmpdir.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -307,6 +308,17 @@ static void test_stack(void **state)
 	assert_string_equal(out.frames[1].symbol, "outer_call");
 	assert_false(out.frames[1].inlined);
 	stackdump_stack_free(&out);
+	/* A name stored with the frame is kept (the daemon's choice among
+	 * aliases); its inlined calls are added all the same. */
+	in[1].symbol = (char *)"outer_alias";
+	in[1].symbol_offset = 7;
+	assert_int_equal(symbolize_stack(s, &st, SYMBOLIZE_INSTRUCTIONS, &out), 0);
+	assert_int_equal(out.nframes, 4);
+	assert_string_equal(out.frames[1].symbol, "inlined_step");
+	assert_string_equal(out.frames[3].symbol, "outer_alias");
+	assert_int_equal(out.frames[3].symbol_offset, 7);
+	assert_int_equal(out.frames[3].line, outer_line);
+	stackdump_stack_free(&out);
 	symbolize_close(s);
 }
 
@@ -351,6 +363,49 @@ static void test_cache(void **state)
 	assert_int_equal(symbolize_addr(s, "00f", NULL, 12, &b, &n), 0);
 	symbolize_stats(s, &st);
 	assert_int_equal(st.modules, 2);
+	symbolize_close(s);
+}
+
+static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	if (!strstr(info->dlpi_name, "/libc.so."))
+		return 0;
+	snprintf(arg, 4096, "%s", info->dlpi_name);
+	return 1;
+}
+
+/* The C library's own symbol of an exported function: without the
+ * version a debug file's .symtab spells it with (libc6-dbg:
+ * "__libc_start_main@@GLIBC_2.34"). */
+static void test_unversioned(void **state)
+{
+	char path[4096] = "", *bias_name = path;
+	struct symbolize *s = open_ctx(NULL, true);
+	const struct symbolize_func *fn;
+	struct link_map *lm = NULL;
+	struct elfinfo ei;
+	void *h, *sym;
+	size_t n;
+	int fd;
+
+	(void)state;
+	dl_iterate_phdr(find_libc, path);
+	assert_true(path[0]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(elfinfo_read_fd(fd, &ei), 0);
+	close(fd);
+	h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(h);
+	sym = dlsym(h, "__libc_start_main");
+	assert_int_equal(dlinfo(h, RTLD_DI_LINKMAP, &lm), 0);
+	assert_int_equal(symbolize_addr(s, ei.build_id, bias_name,
+	                                (uint64_t)(uintptr_t)sym - lm->l_addr, &fn, &n), 0);
+	assert_true(n >= 1);
+	assert_string_equal(fn[n - 1].name, "__libc_start_main");
+	dlclose(h);
+	elfinfo_free(&ei);
 	symbolize_close(s);
 }
 
@@ -424,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_inlined_chain),
 		cmocka_unit_test(test_stack),
 		cmocka_unit_test(test_cache),
+		cmocka_unit_test(test_unversioned),
 		cmocka_unit_test(test_wrong_build_id),
 		cmocka_unit_test(test_refusing_server),
 	};
