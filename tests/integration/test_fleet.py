@@ -101,7 +101,7 @@ def write_config(path, db, pid, metrics=None, event_log=None):
     with open(path, "w") as f:
         f.write(f"""[cpumond]
 interval = 300ms
-threshold = 250
+threshold = {testlib.HOT_THRESHOLD}
 cooldown = 1s
 database = {db}
 journal = no

@@ -32,14 +32,14 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import check, poll, run, skip, summary  # noqa: E402
+from testlib import HOT_THRESHOLD, check, poll, run, skip, summary  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write_config(path, db, pid, interval="200ms"):
     with open(path, "w") as f:
-        f.write(f"[cpumond]\ninterval = {interval}\nthreshold = 500\ndatabase = {db}\n"
+        f.write(f"[cpumond]\ninterval = {interval}\nthreshold = {HOT_THRESHOLD}\ndatabase = {db}\n"
                 f"\n[watch self]\npid = {pid}\n")
 
 
