@@ -813,7 +813,8 @@ static int read_image(const struct src *s, struct elfinfo *ei, bool inner)
 	return r;
 }
 
-int elfinfo_read_fd(int fd, struct elfinfo *ei)
+/* Reads the regular file FD, whole or (SYMBOLS_ONLY) its symbols. */
+static int read_fd(int fd, struct elfinfo *ei, bool symbols_only)
 {
 	struct stat st;
 
@@ -823,20 +824,17 @@ int elfinfo_read_fd(int fd, struct elfinfo *ei)
 	if (!S_ISREG(st.st_mode))
 		return -ENOEXEC;
 	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
-	return read_image(&s, ei, false);
+	return read_image(&s, ei, symbols_only);
+}
+
+int elfinfo_read_fd(int fd, struct elfinfo *ei)
+{
+	return read_fd(fd, ei, false);
 }
 
 int elfinfo_read_symbols_fd(int fd, struct elfinfo *ei)
 {
-	struct stat st;
-
-	memset(ei, 0, sizeof(*ei));
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -ENOEXEC;
-	struct src s = { .fd = fd, .size = (uint64_t)st.st_size };
-	return read_image(&s, ei, true);
+	return read_fd(fd, ei, true);
 }
 
 int elfinfo_read_mem(const void *image, size_t size, struct elfinfo *ei)

@@ -52,8 +52,7 @@ static void set_error(char *err, size_t size, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* strerror, lowercased, as messages are. */
-static const char *errstr(int e, char *buf, size_t size)
+const char *snapshot_strerror(int e, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s", strerror(e));
 	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
@@ -276,7 +275,7 @@ static int attach_error(pid_t pid, pid_t tid, int e, char *err, size_t errsize)
 	}
 	if (e != EPERM) {
 		set_error(err, errsize, "cannot attach to tid %d: %s", (int)tid,
-		          errstr(e, ebuf, sizeof(ebuf)));
+		          snapshot_strerror(e, ebuf, sizeof(ebuf)));
 		return -e;
 	}
 	procfs_read_status(pid, tid, &st);
@@ -503,7 +502,7 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 			return -ESRCH;
 		}
 		set_error(err, errsize, "cannot interrupt tid %d: %s", (int)tid,
-		          errstr(e, ebuf, sizeof(ebuf)));
+		          snapshot_strerror(e, ebuf, sizeof(ebuf)));
 		return -e;
 	}
 	enum wait_result w = wait_stop(tid, t0, same_cpu ? &chld : NULL, &rt, &sig);
@@ -555,12 +554,12 @@ int snapshot_take(struct snapshot_pending *pend, struct snapshot_hints *hints,
 			return -ESRCH;
 		}
 		set_error(err, errsize, "cannot detach from tid %d: %s", (int)tid,
-		          errstr(derr, ebuf, sizeof(ebuf)));
+		          snapshot_strerror(derr, ebuf, sizeof(ebuf)));
 		return -derr;
 	}
 	if (g < 0) {
 		set_error(err, errsize, "cannot read the registers of tid %d: %s", (int)tid,
-		          errstr(gerr, ebuf, sizeof(ebuf)));
+		          snapshot_strerror(gerr, ebuf, sizeof(ebuf)));
 		return -gerr;
 	}
 	hint_record(hints, tid, snap);

@@ -114,4 +114,8 @@ void snapshot_pending_free(struct snapshot_pending *pend);
  * the 8 bytes at ADDR were copied. */
 bool snapshot_word(const struct snapshot *snap, uint64_t addr, uint64_t *val);
 
+/* strerror(E) in BUF (SIZE bytes), its first letter lowercased as messages
+ * are ("no such process"); returns BUF.  For stackdump's own messages. */
+const char *snapshot_strerror(int e, char *buf, size_t size);
+
 #endif

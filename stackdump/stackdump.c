@@ -63,14 +63,6 @@ static void set_error(struct stackdump_stack *out, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* strerror, lowercased, as messages are. */
-static const char *errstr(int e, char *buf, size_t size)
-{
-	snprintf(buf, size, "%s", strerror(e));
-	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
-		buf[0] = (char)(buf[0] - 'A' + 'a');
-	return buf;
-}
 
 /* The start time of process PID: its leader thread's.  From the leader's
  * own stat, not /proc/PID/stat, which sums the times of every thread
@@ -179,7 +171,7 @@ static int refresh(struct stackdump *sd, struct addrspace *p, uint64_t vsize,
 		set_error(out, "tid %d exited", (int)tid);
 	else if (r < 0)
 		set_error(out, "cannot read the memory map of pid %d: %s", (int)p->pid,
-		          errstr(-r, ebuf, sizeof(ebuf)));
+		          snapshot_strerror(-r, ebuf, sizeof(ebuf)));
 	return r;
 }
 
@@ -393,7 +385,7 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	}
 	if (r < 0) {
 		set_error(out, "cannot read /proc/%d/task/%d/stat: %s", (int)pid, (int)tid,
-		          errstr(-r, ebuf, sizeof(ebuf)));
+		          snapshot_strerror(-r, ebuf, sizeof(ebuf)));
 		return r;
 	}
 	/* PTRACE_INTERRUPT does not stop a thread in D until it leaves D
