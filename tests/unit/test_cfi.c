@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include "stackdump/cfi.h"
 #include "stackdump/debugframe.h"
 #include "stackdump/elfinfo.h"
@@ -425,5 +426,7 @@ int main(void)
 		cmocka_unit_test(test_real_self),
 	};
 
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("cfi", tests, NULL, NULL);
 }

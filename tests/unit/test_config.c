@@ -987,5 +987,7 @@ int main(void)
 		cmocka_unit_test(test_free_zeroed),
 	};
 
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,5 +93,7 @@ int main(void)
 		cmocka_unit_test(test_left_alone),
 		cmocka_unit_test(test_into),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("demangle", tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include "cpumond/doctor.h"
 
 #define CAP_ALL     0x000001ffffffffffull   /* root on a 6.x kernel */
@@ -456,5 +457,7 @@ int main(void)
 		cmocka_unit_test(test_watch_empty),
 		cmocka_unit_test(test_runtime),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -152,5 +152,7 @@ int main(void)
 		cmocka_unit_test(test_went_idle),
 		cmocka_unit_test(test_thread_busy),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("episode", tests, NULL, NULL);
 }

@@ -276,5 +276,7 @@ int main(void)
 		cmocka_unit_test_setup(test_stack_summary, setup_utc),
 	};
 
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("eventfmt", tests, NULL, NULL);
 }

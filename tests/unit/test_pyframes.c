@@ -426,5 +426,7 @@ int main(void)
 		cmocka_unit_test(test_walk_strings),
 		cmocka_unit_test(test_debug_offsets),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

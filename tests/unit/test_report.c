@@ -712,5 +712,7 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "--write-fixture") == 0)
 		return write_fixture_and_exit(argv[2]);
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("report", tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include "cpumond/sampler.h"
 
 static void test_permille(void **state)
@@ -374,5 +375,7 @@ int main(void)
 		cmocka_unit_test(test_thread_replaced_same_count),
 		cmocka_unit_test(test_vanished_process_is_skipped),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
 }

@@ -916,5 +916,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prune_by_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_by_size, setup, teardown),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

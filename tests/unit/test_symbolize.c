@@ -483,5 +483,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_build_id),
 		cmocka_unit_test(test_refusing_server),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("symbolize", tests, setup, NULL);
 }

@@ -453,5 +453,7 @@ int main(void)
 		perror("timer_create");
 		return 1;
 	}
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("tail", tests, NULL, NULL);
 }

@@ -422,5 +422,7 @@ int main(void)
 		cmocka_unit_test(test_live_jail),
 		cmocka_unit_test(test_live_deleted_exe),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("targetfs", tests, NULL, NULL);
 }

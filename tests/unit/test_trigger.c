@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include "cpumond/trigger.h"
 
 static const struct trigger_rule one = { .threshold = 800, .consecutive = 1, .cooldown_ms = 60000 };
@@ -133,5 +134,7 @@ int main(void)
 		cmocka_unit_test(test_cooldown_state_expires),
 		cmocka_unit_test(test_many_threads),
 	};
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests_name("trigger", tests, NULL, NULL);
 }
