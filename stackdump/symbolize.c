@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -384,17 +385,24 @@ static const Dwfl_Callbacks callbacks = {
 };
 
 /* A session of the ELF file at PATH alone, at bias 0, its module in *MOD
- * with M as the callbacks' module (NULL: none); NULL when PATH is no ELF
- * file we can read. */
+ * with M as the callbacks' module (NULL: none); NULL when PATH is no
+ * regular ELF file we can read.  The paths come from the watched
+ * processes' maps: a FIFO or a device put there must not block or feed
+ * the reader. */
 static Dwfl *report(struct symbolize *s, struct module *m, const char *path, Dwfl_Module **mod)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
 	GElf_Addr bias;
 	void **ud;
 	Dwfl *d;
 
 	if (fd < 0)
 		return NULL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return NULL;
+	}
 	d = s->dw.dwfl_begin(&callbacks);
 	if (!d) {
 		close(fd);
@@ -537,7 +545,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		path = m->debug_path;
 	else
 		path = alt = find_alt(m->s, mod, file_name, debuglink);
-	fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	/* Checked to be a regular ELF file of the right build-id when found. */
+	fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
 	if (fd >= 0)
 		*debuginfo_file_name = strdup(path);
 	free(alt);
@@ -965,10 +974,10 @@ void symbolize_close(struct symbolize *s)
 	free(s->names);
 	if (s->client)
 		s->di.debuginfod_end(s->client);
-	if (s->di_handle)
-		dlclose(s->di_handle);
-	if (s->dw_handle)
-		dlclose(s->dw_handle);
+	/* The libraries stay loaded: libdebuginfod's constructor sets up
+	 * libcurl's global state, which nothing takes down (its destructor
+	 * may not: other threads may be in libcurl), and unmapped it would be
+	 * memory nothing points to.  dlopen of one loaded already is cheap. */
 	free(s);
 }
 

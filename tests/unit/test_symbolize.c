@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void test_timeout(void **state)
@@ -427,6 +428,27 @@ static void test_wrong_build_id(void **state)
 	symbolize_close(s);
 }
 
+/* A module path that is now a FIFO (a watched process may put one there):
+ * not opened for reading, so the reader does not wait for a writer. */
+static void test_fifo_module(void **state)
+{
+	char dir[64], fifo[96];
+	struct symbolize *s = open_ctx(NULL, true);
+	const struct symbolize_func *fn;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(tmpdir_make(dir, sizeof dir, "test_symbolize"), 0);
+	snprintf(fifo, sizeof fifo, "%s/lib.so", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	alarm(20);   /* a blocking open fails the test instead of hanging it */
+	assert_int_equal(symbolize_addr(s, "00ff00ff00ff", fifo, 0x1000, &fn, &n), 0);
+	alarm(0);
+	assert_int_equal(n, 0);
+	symbolize_close(s);
+	tmpdir_remove(dir);
+}
+
 static void test_refusing_server(void **state)
 {
 	char dir[64];
@@ -481,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_unversioned),
 		cmocka_unit_test(test_wrong_build_id),
+		cmocka_unit_test(test_fifo_module),
 		cmocka_unit_test(test_refusing_server),
 	};
 	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
