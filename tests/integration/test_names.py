@@ -20,6 +20,9 @@ deep.  Then:
   (strace); a server that answers garbage names nothing; a stopped server
   costs one timeout in a run, tail exits 0 with unnamed frames, and tail -f
   goes on printing events;
+- a debug file that dwz made share its DWARF with another (as Debian's
+  -dbgsym packages are) names inlined calls from the shared file, found
+  under --debug-dir;
 - doctor says where each executable's names come from, when a stack is
   taken and when it is read, and the command that gets them;
 - the daemon binary links neither libdw nor libdebuginfod, and the running
@@ -44,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import testlib  # noqa: E402
 from testlib import check, note, poll, query, skip, summary  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PORT = 8002          # debuginfod's default; the namespace has no other user
 GARBAGE_PORT = 8003
 TIMEOUT_S = 2        # DEBUGINFOD_TIMEOUT of the stopped-server checks
@@ -329,6 +333,56 @@ def test_gdb_order(s):
           f"no dump and backtrace both in the loop in 10 tries: {last}")
 
 
+def test_dwz(s):
+    """A debug file whose DWARF dwz moved in part to a file it shares with
+    others (.gnu_debugaltlink), as Debian's -dbgsym packages ship them
+    (/usr/lib/debug/.dwz/ARCH/PACKAGE.debug): found under --debug-dir by
+    that name, it names the inlined calls, which without it are lost."""
+    if not shutil.which("dwz"):
+        skip("dwz", "no dwz (make test-deps installs it)")
+        return
+    src = os.path.join(ROOT, "tests", "targets", "inlinechain.c")
+    d = os.path.join(s.tmp, "dwz")
+    dbg = os.path.join(d, "debug")
+    common = os.path.join(dbg, ".dwz", "cpumond-test", "common.debug")
+    os.makedirs(os.path.dirname(common))
+    bins = []
+    for n in ("a", "b"):   # two builds of one program share all their DWARF
+        full = os.path.join(d, f"ic_{n}.full")
+        p = run(["cc", "-std=gnu11", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread",
+                 f"-Wl,--build-id=0x{ord(n):02x}" + "11" * 19, "-o", full, src])
+        if not check(f"dwz: build {n}", p.returncode == 0, p.stderr):
+            return
+        bins.append(split_debug(full, d, f"ic_{n}")[2])
+    dbgs = [os.path.join(d, "dbg", f"ic_{n}.debug") for n in ("a", "b")]
+    p = run(["dwz", "-m", common, "-M", "/usr/lib/debug/.dwz/cpumond-test/common.debug", *dbgs])
+    for f in dbgs:
+        shutil.copy2(f, dbg)
+    if not check("dwz: the two debug files share a file", p.returncode == 0 and
+                 os.path.exists(common), p.stderr):
+        return
+    proc, _, tids, _ = testlib.start_target([bins[0], "--timeout", "120"])
+    try:
+        want = ["inline_leaf", "inline_mid", "inline_outer"]
+
+        def dump():
+            out = run([os.path.join(s.build, "stackdump"), "--offline", "--debug-dir", dbg,
+                       str(tids[0])], env=clean_env()).stdout
+            return re.findall(r"#\d+ (\S+?)(?:\+0x[0-9a-f]+| \[inlined\]) ", out), out
+
+        def in_the_loop():    # the thread is in the loop nearly always
+            names, out = dump()
+            return (names, out) if names[:3] == want else None
+        names, out = poll(in_the_loop, 30, 0.2) or dump()
+        check("dwz: found by its name under --debug-dir, the shared file names the inlined calls",
+              names[:3] == want, out)
+        os.rename(common, common + ".away")
+        names, out = dump()
+        check("dwz: without it, they are not named", "inline_leaf" not in names, out)
+    finally:
+        testlib.stop(proc)
+
+
 def test_doctor(s):
     """doctor says where each executable's names come from, and the
     command that gets them."""
@@ -593,7 +647,7 @@ def main():
             why = s.start()
             if check("the daemon logged events of the three targets", not why, why):
                 testlib.run([test_daemon_maps_no_elfutils, test_no_debug_file, test_debug_dir,
-                             test_inlined, test_doctor, test_debuginfod], s)
+                             test_inlined, test_dwz, test_doctor, test_debuginfod], s)
         finally:
             s.stop()
             shutil.rmtree(tmp, ignore_errors=True)
