@@ -65,7 +65,7 @@
 
 /* Where a version keeps what the walk reads, in bytes from the start of
  * each struct.  Each version's values come from its own headers (see
- * pyframes.c). */
+ * pylayout.c). */
 struct pyframes_layout {
 	unsigned version;                 /* 0x030b: 3.11 */
 	uint32_t runtime_interpreters_head; /* _PyRuntimeState.interpreters.head */

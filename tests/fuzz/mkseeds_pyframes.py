@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seeds of fuzz_pyframes (tests/fuzz/corpus/pyframes/seed-*).
 The input format is described at the top of tests/fuzz/fuzz_pyframes.c;
-the constants below must match it and stackdump/pyframes.c's layouts.  Run
+the constants below must match it and stackdump/pylayout.c's layouts.  Run
 from the repository root.
 
 Each seed is a small address space at FAKE_BASE: three type objects (only
@@ -17,7 +17,7 @@ CODE_T, STR_T, BYTES_T = FAKE_BASE + 0x10, FAKE_BASE + 0x20, FAKE_BASE + 0x30
 OUT_DIR = 'tests/fuzz/corpus/pyframes'
 FRAMES, STACK, CODES, STRS, DEBUG = 0x1000, 0x1800, 0x2000, 0x3000, 0x800
 
-# Where each version keeps what the walk reads (pyframes.c's layouts).
+# Where each version keeps what the walk reads (pylayout.c's layouts).
 LAYOUTS = {
     0x030b: dict(frame_code=32, frame_previous=48, frame_instr=56, frame_is_entry=68,
                  frame_owner=69, frame_size=72, code_firstlineno=72, code_filename=112,

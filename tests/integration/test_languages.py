@@ -18,7 +18,7 @@ Targets of the project's own, each burning CPU forever in a known chain:
 Checked for each: the daemon's key stack (real daemon, real database)
 names the chain in order, and `stackdump TID` prints the same chain; the
 samples of the Python loop hash to one stack, also in another process;
-nothing is left stopped.  Besides: pyframes.c's layout table of 3.11 (and
+nothing is left stopped.  Besides: pylayout.c's layout table of 3.11 (and
 of 3.12 where its headers are installed) is what CPython's own headers say
 (tests/stackdump/pyoffsets.c); a CPython whose frames are not read gives
 native frames and one log line.
@@ -133,8 +133,8 @@ def no_thread_stopped(name, pid):
 
 
 def test_layouts(build, tmp):
-    """pyframes.c's tables against CPython's own headers."""
-    with open(os.path.join(ROOT, "stackdump", "pyframes.c")) as f:
+    """pylayout.c's tables against CPython's own headers."""
+    with open(os.path.join(ROOT, "stackdump", "pylayout.c")) as f:
         src = f.read()
     gen = os.path.join(ROOT, "tests", "stackdump", "pyoffsets.c")
     includes = []
@@ -159,7 +159,7 @@ def test_layouts(build, tmp):
         got = {k: str(int(v, 0)) for k, v in got.items()}
         want["version"] = str(int(want["version"], 16))
         diff = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
-        check(f"layout of {version}: pyframes.c's {table} is what the headers say "
+        check(f"layout of {version}: pylayout.c's {table} is what the headers say "
               f"({' '.join(inc)})", m and not diff, f"(table, headers): {diff}")
 
 

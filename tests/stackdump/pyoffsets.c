@@ -1,11 +1,11 @@
-/* pyoffsets: prints the layout stackdump/pyframes.c keeps for the CPython
+/* pyoffsets: prints the layout stackdump/pylayout.c keeps for the CPython
  * whose headers it is compiled against, from those headers, one
  * "field value" line per field of struct pyframes_layout:
  *
  *   cc $(python3.11-config --includes) -o pyoffsets tests/stackdump/pyoffsets.c
  *
  * tests/integration/test_languages.py compiles it against each CPython
- * installed and compares its lines with pyframes.c's table of that
+ * installed and compares its lines with pylayout.c's table of that
  * version, so that a number copied wrong is a failed test. */
 #define Py_BUILD_CORE 1
 #include <Python.h>

@@ -1,4 +1,4 @@
-/* Unit tests of stackdump/pyframes.c: the line table of a real CPython 3.11
+/* Unit tests of stackdump/pyframes.h: the line table of a real CPython 3.11
  * code object against its co_lines(); the merge of Python frames into
  * native ones (runs, C extensions, calls split by their entry frames, a
  * call caught in its prologue, truncation); the walk over made-up memory
