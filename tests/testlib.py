@@ -69,6 +69,22 @@ def run(tests, *args):
             check(f"{t.__name__} ran to its end", False, f"{type(e).__name__}: {e}")
 
 
+def run_stackdump(argv, tries=20, **kw):
+    """Runs a stackdump command line ARGV (subprocess.run with
+    capture_output and text, KW passed on) again while it says a thread
+    "did not stop within" its deadline: a loaded machine may keep a
+    running thread from its CPU for longer than the dump waits, and the
+    tests are about the stack, not about the machine's load.  Returns the
+    last CompletedProcess."""
+    kw.setdefault("timeout", 30)
+    for _ in range(tries):
+        r = subprocess.run(argv, capture_output=True, text=True, **kw)
+        if "did not stop within" not in r.stderr + r.stdout:
+            return r
+        time.sleep(0.05)
+    return r
+
+
 def poll(fn, timeout, step=0.1):
     """Calls fn until it returns something true or timeout seconds pass;
     returns its last value."""

@@ -83,8 +83,7 @@ def untiered(name):
 
 def stackdump(build, tid):
     """(names, output) of `stackdump TID`."""
-    r = subprocess.run([os.path.join(build, "stackdump"), str(tid)], capture_output=True,
-                       text=True, timeout=30)
+    r = testlib.run_stackdump([os.path.join(build, "stackdump"), str(tid)])
     return frame_names(r.stdout), r.stdout + r.stderr
 
 

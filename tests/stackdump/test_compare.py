@@ -419,7 +419,7 @@ def whole_process(build, stackdump):
         # hot_leaf; between two calls it is caught higher up the chain, so
         # a dump that misses hot_leaf is taken again, up to 5 times.
         for _ in range(5):
-            r = run([stackdump, "-p", str(pid)])
+            r = testlib.run_stackdump([stackdump, "-p", str(pid)])
             got = dumped_threads(r.stdout)
             if got.get(hot, [])[:1] == ["hot_leaf"] or r.returncode != 0:
                 break
@@ -447,7 +447,7 @@ def whole_process(build, stackdump):
         if not poll(lambda: thread_status(pid, idle[0])["TracerPid"] != "0", 10):
             check(f"{name}: past a thread another tracer holds", False, "strace did not attach")
             return
-        r = run([stackdump, "-p", str(pid)])
+        r = testlib.run_stackdump([stackdump, "-p", str(pid)])
         got = dumped_threads(r.stdout)
         check(f"{name}: past a thread another tracer holds",
               r.returncode == 0 and list(got) == [t for t in before if t != idle[0]]
