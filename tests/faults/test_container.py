@@ -50,6 +50,9 @@ def frames(out):
     """(symbol or None, module) of each frame line of stackdump's output."""
     got = []
     for line in out.splitlines():
+        # A frame may end in " at FILE:LINE" (names and lines read again
+        # from the debug files the machine has: libc6-dbg for libc).
+        line = re.sub(r" at \S+:\d+$", "", line)
         m = re.match(r"\s*#\d+ (\S+)\+0x[0-9a-f]+ \((.*)\)$", line)
         if m:
             got.append((m.group(1), m.group(2)))
