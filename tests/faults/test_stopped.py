@@ -75,10 +75,12 @@ def test_cli_dumps(build, tmp):
                 err = p.stderr.decode("utf-8", "replace")
                 if "exited" in err or "no thread" in err:
                     exited += 1
-                elif "did not stop within" in err:
+                elif "did not stop within" in err or "uninterruptible sleep (D)" in err:
                     # Documented (-ETIMEDOUT): on a loaded machine the thread
                     # may not get a CPU within the deadline.  The command then
-                    # exits, and the kernel detaches the thread.
+                    # exits, and the kernel detaches the thread.  Or the
+                    # thread was in D (a page fault waiting for the disk on
+                    # a busy machine): it is not interrupted at all.
                     late += 1
                     good, bad = all_threads_run(pid, 2)
                     if not good:
@@ -107,7 +109,7 @@ def test_cli_dumps(build, tmp):
          f"{crashed} crashes, {hung} hung")
     check(f"stackdump loop: {dumps} dumps, none hung", hung == 0, f"{hung} hung")
     check("stackdump loop: no crash", crashed == 0, sorted(other_errors)[:5])
-    check("stackdump loop: failures are only 'thread exited' or 'did not stop in time'",
+    check("stackdump loop: failures are only 'thread exited', 'did not stop in time' or 'in D'",
           other == 0,
           sorted(other_errors)[:5])
     # How many dumps raced a thread's exit depends on the machine's timing:
