@@ -235,7 +235,7 @@ static int read_section(const struct src *s, const Elf64_Shdr *sh, const char *n
 	return 0;
 }
 
-static void hex(const unsigned char *b, size_t n, char *out)
+void elfinfo_hex(const unsigned char *b, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
 
@@ -274,7 +274,7 @@ static bool find_build_id(const unsigned char *p, uint64_t len, uint64_t align,
 		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
 		    memcmp(name, "GNU", 4) == 0 && nh.n_descsz > 0 &&
 		    2 * (size_t)nh.n_descsz < outsz) {
-			hex(p + off, nh.n_descsz, out);
+			elfinfo_hex(p + off, nh.n_descsz, out);
 			return true;
 		}
 		off += desc_len;

@@ -158,4 +158,8 @@ const char *elfinfo_symbol(const struct elfinfo *ei, uint64_t vaddr, uint64_t *s
  * well-formed 64-bit little-endian ELF file, -ENOMEM or the read error. */
 int elfinfo_dynsym_values(int fd, const char *const *names, size_t n, uint64_t *values);
 
+/* The N bytes at B as lowercase hex in OUT (2 * N + 1 bytes): how a
+ * build-id is written everywhere. */
+void elfinfo_hex(const unsigned char *b, size_t n, char *out);
+
 #endif

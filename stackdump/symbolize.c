@@ -11,6 +11,8 @@
  */
 #include "stackdump/symbolize.h"
 
+#include "stackdump/elfinfo.h"
+
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/debuginfod.h>
@@ -468,14 +470,6 @@ static char *local_debug_file(struct symbolize *s, const char *build_id, const c
 	return found;
 }
 
-/* BITS (LEN bytes) as lowercase hex in BUF (2 * LEN + 1 bytes). */
-static void to_hex(const unsigned char *bits, size_t len, char *buf)
-{
-	for (size_t i = 0; i < len; i++)
-		sprintf(buf + 2 * i, "%02x", bits[i]);
-	buf[2 * len] = '\0';
-}
-
 /* The dwz file (.gnu_debugaltlink) that the DWARF of MOD, read from
  * FILE_NAME, shares with others: by its build-id under the debug
  * directories, at the name it gives (as it is, and under each directory
@@ -495,7 +489,7 @@ static char *find_alt(struct symbolize *s, Dwfl_Module *mod, const char *file_na
 
 	if (len <= 0 || len > 64 || strcmp(name, altname) != 0)
 		return NULL;
-	to_hex(bits, (size_t)len, hex);
+	elfinfo_hex(bits, (size_t)len, hex);
 	n = symbolize_debug_paths(s->opt.debug_dirs, s->opt.ndebug_dirs, hex, NULL, NULL, paths,
 	                          sizeof paths / sizeof *paths - s->opt.ndebug_dirs - 1);
 	if (n < 0)
