@@ -57,10 +57,7 @@ void json_put_time(int64_t t_us, FILE *out)
 void json_put_frame_source(const struct stackdump_frame *f, FILE *out)
 {
 	fputs(",\"file\":", out);
-	if (f->file && f->file[0])
-		json_put_string(f->file, out);
-	else
-		fputs("null", out);
+	json_put_string_or_null(f->file, out);
 	if (f->line > 0)
 		fprintf(out, ",\"line\":%u", f->line);
 	else

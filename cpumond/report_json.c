@@ -16,10 +16,7 @@ static void put_json_frame(const struct report *r, const struct stackdump_frame 
 	fputs("{\"name\":", out);
 	json_put_string(name, out);
 	fputs(",\"symbol\":", out);
-	if (f->symbol && f->symbol[0])
-		json_put_string(f->symbol, out);
-	else
-		fputs("null", out);
+	json_put_string_or_null(f->symbol, out);
 	fputs(",\"module\":", out);
 	json_put_string(f->module, out);
 	fputs(",\"build_id\":", out);

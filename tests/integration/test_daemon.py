@@ -22,9 +22,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import (HOT_THRESHOLD, Target, check, is_subsequence, poll,  # noqa: E402
-                     ptrace_allowed, query, run, skip, start_target, summary,
-                     thread_status)
+from testlib import (HOT_THRESHOLD, Target, all_threads_run, check,  # noqa: E402
+                     is_subsequence, poll, ptrace_allowed, query, run, skip,
+                     start_target, summary, thread_status)
 
 HOT_CHAIN = ["hot_leaf", "hot_mid", "hot_root", "hot_thread_main"]
 
@@ -429,10 +429,8 @@ pid = {pid}
         # the thread in one of its stops at any moment.
         daemon.terminate()
         daemon.wait(10)
-        st = poll(lambda: (lambda s: s if s and s["State"][0] != "t" and s["TracerPid"] == "0"
-                           else None)(thread_status(pid, hot[0])), 3, 0.05)
-        check("episode: thread runs, untraced, once the daemon stopped", st,
-              thread_status(pid, hot[0]))
+        good, bad = all_threads_run(pid, 3)
+        check("episode: thread runs, untraced, once the daemon stopped", good, bad)
     finally:
         if daemon and daemon.poll() is None:
             daemon.terminate()
