@@ -197,15 +197,15 @@ check: test-deps
 	$(MAKE) all $(UNIT_BIN) $(TARGET_BIN)
 	B=$(B) tests/run-all.sh $(UNIT_BIN)
 
-# Copies files only: no systemctl, no systemd-sysusers (README.md, "Run it
-# as a service", gives the commands).  The checked-in unit runs
-# /usr/local/sbin/cpumond; the installed one gets SBINDIR and SYSCONFDIR.
-# An existing configuration is never overwritten.
 # The fault suite (tests/faults/): kills, full disks, hostile input, soak.
 check-faults: test-deps
 	$(MAKE) all $(TARGET_BIN)
 	SUITE=faults B=$(B) tests/run-all.sh
 
+# Copies files only: no systemctl, no systemd-sysusers (README.md, "Run it
+# as a service", gives the commands).  The checked-in unit runs
+# /usr/local/sbin/cpumond; the installed one gets SBINDIR and SYSCONFDIR.
+# An existing configuration is never overwritten.
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 \
 	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(SYSCONFDIR)/cpumond \

@@ -44,12 +44,15 @@ def one_tracer(build, tmp, name, tracer_argv_fn, tracer_word):
         write_config(conf, db, [("traced", {"pid": pid})], interval="200ms",
                      cooldown=f"{COOLDOWN_S}s", episode_samples=5, sample_interval="20ms")
         daemon = Daemon(build, conf, tmp, name)
-        rows = poll(lambda: len(query(db, "SELECT id FROM events")) >= 3 and
-                    query(db, "SELECT tid, stack_hash, error, time FROM events ORDER BY id"),
-                    COOLDOWN_S * 3 + 15)
-        rows = rows or query(db, "SELECT tid, stack_hash, error, time FROM events ORDER BY id")
-        check(f"{name}: events stored for the traced thread", rows and all(r[0] == tid for r in rows),
-              rows)
+        # Only the hot thread's events are judged: the threshold is low
+        # (HOT_THRESHOLD), so on a loaded or sanitized run the target's main
+        # thread, which wakes every 20 ms, may trip now and then too.
+        sql = f"SELECT tid, stack_hash, error, time FROM events WHERE tid = {tid} ORDER BY id"
+        rows = poll(lambda: len(query(db, sql)) >= 3 and query(db, sql), COOLDOWN_S * 3 + 15)
+        rows = rows or query(db, sql)
+        others = query(db, f"SELECT tid FROM events WHERE tid != {tid}")
+        check(f"{name}: events stored for the traced thread", len(rows) >= 3,
+              f"{len(rows)} events of tid {tid}, {len(others)} of other threads")
         if not rows:
             return
         check(f"{name}: stored without a stack, the reason naming the tracer",
@@ -69,13 +72,14 @@ def one_tracer(build, tmp, name, tracer_argv_fn, tracer_word):
               thread_status(pid, tid))
         check(f"{name}: the daemon still runs", daemon.alive(), daemon.log()[-300:])
         lines = daemon.log().splitlines()
-        check(f"{name}: no log loop ({len(lines)} lines for {len(rows)} events)",
-              len(lines) <= 4 * len(rows) + 5, lines[-10:])
+        nevents = len(query(db, "SELECT id FROM events"))
+        check(f"{name}: no log loop ({len(lines)} lines for {nevents} events)",
+              len(lines) <= 4 * nevents + 5, lines[-10:])
         t0 = time.monotonic()
         rc = daemon.stop()
         check(f"{name}: SIGTERM exits 0 promptly", rc == 0 and time.monotonic() - t0 < 5,
               f"exit {rc}")
-        p = subprocess.run([os.path.join(build, "cpumond"), "tail", "-d", db, "-n", "1"],
+        p = subprocess.run([os.path.join(build, "cpumond"), "tail", "-d", db, "-n", "1000"],
                            capture_output=True, timeout=10)
         check(f"{name}: tail prints the reason", p.returncode == 0 and b"no stack" in p.stdout,
               p.stdout[-300:])
