@@ -100,6 +100,7 @@ static bool take_sample(struct capture *c, struct capture_event *ev, uint64_t no
 		if (ep->taken == 0 && stack.error[0])
 			snprintf(ev->error, sizeof ev->error, "%s", stack.error);
 		episode_add(ep, &stack);
+		ev->capture = "ptrace";
 		break;
 	case -EAGAIN:      /* in uninterruptible sleep: not burning CPU now */
 	case -ETIMEDOUT:   /* did not stop in time; stackdump_poll detaches it */
@@ -167,6 +168,7 @@ static struct capture_event *event_new(const struct capture *c, const struct wat
 		return NULL;
 	}
 	ev->time_us = clock_real_us();
+	ev->kind = "hot";
 	ev->usage = t->usage;
 	ev->threshold = wc->threshold;
 	ev->consecutive = wc->consecutive;

@@ -32,6 +32,9 @@
 struct capture_event {
 	struct episode ep;
 	int64_t time_us;         /* CLOCK_REALTIME when it tripped */
+	const char *kind;        /* what tripped (store_event's kind): "hot" */
+	const char *capture;     /* how its samples were taken (store_event's
+	                            capture): "ptrace"; NULL before the first */
 	char *watch;             /* the watch's name */
 	char *exe;               /* /proc/PID/exe, "" when unknown; NULL when out of memory */
 	char *cgroup;            /* its cgroup v2 path, "" when unknown; NULL when out of memory */

@@ -15,6 +15,11 @@
  * innermost functions. */
 #define SUMMARY_FRAMES 3
 
+const char *eventfmt_kind(const struct store_event *ev)
+{
+	return ev->kind && ev->kind[0] ? ev->kind : "hot";
+}
+
 const char *eventfmt_error(const struct store_event *ev)
 {
 	return ev->error && ev->error[0] ? ev->error : ev->stack.error;
@@ -55,7 +60,9 @@ void eventfmt_json(const struct store_event *ev, FILE *out)
 
 	fprintf(out, "{\"id\":%" PRId64 ",\"time\":\"", ev->id);
 	json_put_time(ev->time_us, out);
-	fputs("\",\"host\":", out);
+	fputs("\",\"kind\":", out);
+	json_put_string(eventfmt_kind(ev), out);
+	fputs(",\"host\":", out);
 	json_put_string(ev->host, out);
 	fputs(",\"watch\":", out);
 	json_put_string(ev->watch, out);
@@ -84,9 +91,14 @@ void eventfmt_json(const struct store_event *ev, FILE *out)
 		fputs("null", out);
 	fprintf(out, ",\"truncated\":%s,\"error\":", sk->truncated ? "true" : "false");
 	json_put_string_or_null(eventfmt_error(ev), out);
-	fprintf(out, ",\"samples\":%u,\"freeze_max_us\":%" PRIu64 ",\"episode_end\":",
-	        ev->samples, (ev->stop_max_ns + 500) / 1000);
+	fprintf(out, ",\"samples\":%u,\"capture\":", ev->samples);
+	json_put_string_or_null(ev->capture, out);
+	fprintf(out, ",\"freeze_max_us\":%" PRIu64 ",\"episode_end\":",
+	        (ev->stop_max_ns + 500) / 1000);
 	json_put_string_or_null(ev->episode_end, out);
+	/* details is a JSON object the daemon wrote; readers get only valid
+	 * JSON from the store (store_event). */
+	fprintf(out, ",\"details\":%s", ev->details && ev->details[0] ? ev->details : "null");
 	fputs(",\"stacks\":[", out);
 	for (size_t i = 0; i < ev->nstacks; i++)
 		fprintf(out, "%s{\"stack_hash\":\"%016" PRIx64 "\",\"count\":%u,\"key\":%s}",
@@ -177,6 +189,8 @@ int eventfmt_journal(const struct store_event *ev, const char *summary,
 	ok &= field(&fields[10], "CPUMOND_NSPID=%s", nspid);
 	ok &= field(&fields[11], "CPUMOND_CGROUP=%s", or_empty(ev->cgroup));
 	ok &= field(&fields[12], "CPUMOND_UNIT=%s", or_empty(ev->unit));
+	ok &= field(&fields[13], "CPUMOND_KIND=%s", eventfmt_kind(ev));
+	ok &= field(&fields[14], "CPUMOND_CAPTURE=%s", or_empty(ev->capture));
 	if (ok)
 		return 0;
 	eventfmt_journal_free(fields);

@@ -7,17 +7,17 @@
  *
  * The JSON object, one a line, keys in this order (cpumond(8), under tail,
  * says what each means; tests/unit/test_eventfmt.c pins the bytes):
- *   id, time, host, watch, pid, nspid, comm, exe, cgroup, unit, tid,
+ *   id, time, kind, host, watch, pid, nspid, comm, exe, cgroup, unit, tid,
  *   thread, usage, threshold,
  *   consecutive, run_delay, freeze_us, stack_hash, truncated, error,
- *   samples, freeze_max_us, episode_end,
+ *   samples, capture, freeze_max_us, episode_end, details,
  *   stacks: [{stack_hash, count, key}],
  *   stack: [{ip, module, build_id, offset, func_offset, symbol, name,
  *            symbol_offset, file, line, inlined}]
  * The journal fields: MESSAGE, PRIORITY, CPUMOND_WATCH, CPUMOND_PID,
  * CPUMOND_TID, CPUMOND_COMM, CPUMOND_THREAD, CPUMOND_USAGE,
  * CPUMOND_STACK_HASH, CPUMOND_TOP_FRAME, CPUMOND_NSPID, CPUMOND_CGROUP,
- * CPUMOND_UNIT.
+ * CPUMOND_UNIT, CPUMOND_KIND, CPUMOND_CAPTURE.
  */
 #ifndef CPUMOND_EVENTFMT_H
 #define CPUMOND_EVENTFMT_H
@@ -34,6 +34,9 @@
  * both are null without a symbol. */
 void eventfmt_json(const struct store_event *ev, FILE *out);
 
+/* The event's kind: "hot" for an event that has none recorded. */
+const char *eventfmt_kind(const struct store_event *ev);
+
 /* The event's reason for a missing or partial stack, "" when none: its
  * error, or else its stack's (an event straight from stackdump has only
  * that one). */
@@ -48,7 +51,7 @@ const char *eventfmt_error(const struct store_event *ev);
 void eventfmt_stack_summary(const struct stackdump_stack *sk, char *buf, size_t len);
 
 /* Fields of a journal entry. */
-#define EVENTFMT_JOURNAL_FIELDS 13
+#define EVENTFMT_JOURNAL_FIELDS 15
 
 /* The journal entry of EV, each field a string "KEY=value" in FIELDS:
  * MESSAGE ("nginx[4242] thread worker-3/4250 at 987‰ > 800‰: " and SUMMARY,
@@ -57,7 +60,8 @@ void eventfmt_stack_summary(const struct stackdump_stack *sk, char *buf, size_t 
  * is the innermost function (stackdump_function_name), so that it has one
  * value for every sample of a function, and with CPUMOND_STACK_HASH ""
  * without a stack; CPUMOND_NSPID, CPUMOND_CGROUP and CPUMOND_UNIT are ""
- * when unknown (or no unit).  The values are the bytes of the names, unescaped: the
+ * when unknown (or no unit), CPUMOND_KIND the event's kind (eventfmt_kind),
+ * CPUMOND_CAPTURE "" when no sample was taken.  The values are the bytes of the names, unescaped: the
  * journal keeps bytes.  Returns 0, or -ENOMEM with FIELDS all NULL; free
  * with eventfmt_journal_free. */
 int eventfmt_journal(const struct store_event *ev, const char *summary,

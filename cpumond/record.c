@@ -129,7 +129,7 @@ static void event_of(const struct record *r, const struct capture_event *ce,
 	int key = episode_key(ep);
 
 	*ev = (struct store_event){
-		.time_us = ce->time_us, .host = r->host, .watch = ce->watch, .pid = ep->pid,
+		.time_us = ce->time_us, .kind = ce->kind, .capture = ce->capture, .host = r->host, .watch = ce->watch, .pid = ep->pid,
 		.nspid = ce->nspid, .comm = ce->comm, .exe = ce->exe, .cgroup = ce->cgroup,
 		.unit = ce->unit, .tid = ep->tid, .thread = ce->thread,
 		.usage = ce->usage, .threshold = ce->threshold, .consecutive = ce->consecutive,

@@ -101,11 +101,22 @@ static const char schema_v3[] =
 	"ALTER TABLE events ADD COLUMN cgroup TEXT;\n"
 	"ALTER TABLE events ADD COLUMN unit TEXT;\n";
 
+/* Schema v4: what an event is and how its samples were taken.  kind is
+ * "hot" for every event of older versions (the only kind they had);
+ * capture ("ptrace", "perf") is NULL where no sample was taken; details is
+ * a JSON object of the facts only some kinds have, or NULL. */
+static const char schema_v4[] =
+	"ALTER TABLE events ADD COLUMN kind TEXT NOT NULL DEFAULT 'hot';\n"
+	"ALTER TABLE events ADD COLUMN capture TEXT;\n"
+	"ALTER TABLE events ADD COLUMN details TEXT;\n"
+	"CREATE INDEX events_kind ON events(kind);\n";
+
 /* Each entry takes the schema from version i to i + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
 	schema_v1,
 	schema_v2,
 	schema_v3,
+	schema_v4,
 };
 
 /* Returns the negative errno that best names SQLite result RC. */

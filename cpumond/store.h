@@ -16,7 +16,7 @@
 
 #include "stackdump/stackdump.h"
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 struct store;
 
@@ -31,6 +31,12 @@ struct store_stack_count {
 struct store_event {
 	int64_t id;              /* rowid; set by store_add_event and the readers */
 	int64_t time_us;         /* CLOCK_REALTIME, microseconds since the epoch */
+	const char *kind;        /* what tripped: "hot" (NULL/"" is written as "hot") */
+	const char *capture;     /* how the samples were taken: "ptrace", "perf";
+	                            NULL/"" when no sample was taken */
+	const char *details;     /* the facts of its kind as one JSON object, or
+	                            NULL/"" (readers: "" also for text that is
+	                            not valid JSON) */
 	const char *host;        /* gethostname() of the writer */
 	const char *watch;       /* the watch's name */
 	pid_t pid;
@@ -95,6 +101,7 @@ struct store_filter {
 	const char *watch;
 	const char *comm;
 	const char *thread;
+	const char *kind;
 	pid_t pid;
 };
 

@@ -21,32 +21,43 @@ enum {
 	COL_ID, COL_TIME, COL_HOST, COL_WATCH, COL_PID, COL_COMM, COL_EXE, COL_TID, COL_THREAD,
 	COL_USAGE, COL_THRESHOLD, COL_CONSECUTIVE, COL_RUN_DELAY, COL_STOP_US, COL_STACK_HASH,
 	COL_ERROR, COL_SAMPLES, COL_STOP_MAX_US, COL_EPISODE_END, COL_NSPID, COL_CGROUP,
-	COL_UNIT, COL_TRUNCATED, COL_DEPTH,
+	COL_UNIT, COL_KIND, COL_CAPTURE, COL_DETAILS, COL_TRUNCATED, COL_DEPTH,
 	COL_IP, COL_OFFSET, COL_SYMBOL_OFFSET, COL_MODULE, COL_BUILD_ID, COL_FUNC_OFFSET,
 	COL_SYMBOL,
 };
-/* ?1 after id, ?2 batch size, ?3..?8 the store_filter (0 / NULL: any).
- * ORIGIN: the columns COL_NSPID, COL_CGROUP, COL_UNIT. */
-#define SQL_EVENTS_AFTER(ORIGIN) \
+/* ?1 after id, ?2 batch size, ?3..?9 the store_filter (0 / NULL: any).
+ * ORIGIN: the columns COL_NSPID, COL_CGROUP, COL_UNIT; KIND: the kind
+ * column (or what stands for it); NEWER: the columns COL_CAPTURE and
+ * COL_DETAILS (details only when it is valid JSON: readers print it as it
+ * is inside their own JSON). */
+#define SQL_EVENTS_AFTER(ORIGIN, KIND, NEWER) \
 	"SELECT e.id, e.time, e.host, e.watch, e.pid, e.comm, e.exe, e.tid, e.thread, e.usage," \
 	" e.threshold, e.consecutive, e.run_delay, e.stop_us, e.stack_hash, e.error, e.samples," \
-	" e.stop_max_us, e.episode_end, " ORIGIN ", s.truncated," \
+	" e.stop_max_us, e.episode_end, " ORIGIN ", e.kind_, " NEWER ", s.truncated," \
 	" f.depth, f.ip, f.offset, f.symbol_offset, sf.module, sf.build_id, sf.func_offset," \
 	" sf.symbol" \
-	" FROM (SELECT * FROM events WHERE id > ?1" \
+	" FROM (SELECT *, " KIND " AS kind_ FROM events WHERE id > ?1" \
 	"  AND (?3 = 0 OR time >= ?3) AND (?4 = 0 OR time < ?4)" \
 	"  AND (?5 IS NULL OR watch = ?5) AND (?6 IS NULL OR comm = ?6)" \
 	"  AND (?7 IS NULL OR thread = ?7) AND (?8 = 0 OR pid = ?8)" \
+	"  AND (?9 IS NULL OR " KIND " = ?9)" \
 	"  ORDER BY id LIMIT ?2) AS e" \
 	" LEFT JOIN stacks AS s ON s.hash = e.stack_hash" \
 	" LEFT JOIN event_frames AS f ON f.event_id = e.id" \
 	" LEFT JOIN stack_frames AS sf ON sf.hash = e.stack_hash AND sf.depth = f.depth" \
 	" ORDER BY e.id, f.depth"
-static const char sql_events_after[] = SQL_EVENTS_AFTER("e.nspid, e.cgroup, e.unit");
-/* A version-2 file that a reader may not migrate (a copy from a host with
- * an older cpumond, or the file of an older daemon still running) is read
- * as it is: its events have no origin. */
-static const char sql_events_after_v2[] = SQL_EVENTS_AFTER("NULL, NULL, NULL");
+static const char sql_events_after[] =
+	SQL_EVENTS_AFTER("e.nspid, e.cgroup, e.unit", "kind",
+	                 "e.capture, CASE WHEN json_valid(e.details) AND json_type(e.details) = 'object'"
+	                 " THEN e.details END");
+/* An older file that a reader may not migrate (a copy from a host with an
+ * older cpumond, or the file of an older daemon still running) is read as
+ * it is: a version-3 file's events are all "hot" with no capture or details
+ * recorded, a version-2 file's have no origin either. */
+static const char sql_events_after_v3[] =
+	SQL_EVENTS_AFTER("e.nspid, e.cgroup, e.unit", "'hot'", "NULL, NULL");
+static const char sql_events_after_v2[] =
+	SQL_EVENTS_AFTER("NULL, NULL, NULL", "'hot'", "NULL, NULL");
 static const char sql_event_stacks[] =
 	"SELECT event_id, stack_hash, count FROM event_stacks"
 	" WHERE event_id BETWEEN ?1 AND ?2 ORDER BY event_id, count DESC, stack_hash";
@@ -61,9 +72,13 @@ int store_prepare_read(struct store *st, int64_t version)
 {
 	int e;
 
-	if ((e = store_prepare(st, version == 2 && !st->writable ? sql_events_after_v2
-	                                                         : sql_events_after,
-	                       &st->events_after)) < 0 ||
+	const char *events_after = sql_events_after;
+
+	if (!st->writable && version == 2)
+		events_after = sql_events_after_v2;
+	else if (!st->writable && version == 3)
+		events_after = sql_events_after_v3;
+	if ((e = store_prepare(st, events_after, &st->events_after)) < 0 ||
 	    (e = store_prepare(st, sql_event_stacks, &st->event_stacks)) < 0 ||
 	    (e = store_prepare(st, sql_stack_frames, &st->stack_frames)) < 0 ||
 	    (e = store_prepare(st, "BEGIN", &st->read_begin)) < 0 ||
@@ -76,7 +91,8 @@ int store_prepare_read(struct store *st, int64_t version)
 /* A batch of events copied out of the database. */
 struct rec {
 	struct store_event ev;
-	char *host, *watch, *comm, *exe, *thread, *error, *episode_end, *cgroup, *unit;
+	char *host, *watch, *comm, *exe, *thread, *error, *episode_end, *cgroup, *unit, *kind,
+	     *capture, *details;
 	size_t cap;              /* frames allocated */
 	struct store_stack_count *counts;
 	size_t counts_cap;
@@ -99,6 +115,9 @@ static void rec_free(struct rec *r)
 	free(r->episode_end);
 	free(r->cgroup);
 	free(r->unit);
+	free(r->kind);
+	free(r->capture);
+	free(r->details);
 	free(r->counts);
 	memset(r, 0, sizeof *r);
 }
@@ -139,8 +158,12 @@ static int rec_start(struct rec *r, sqlite3_stmt *s)
 	r->episode_end = col_dup(s, COL_EPISODE_END);
 	r->cgroup = col_dup(s, COL_CGROUP);
 	r->unit = col_dup(s, COL_UNIT);
+	r->kind = col_dup(s, COL_KIND);
+	r->capture = col_dup(s, COL_CAPTURE);
+	r->details = col_dup(s, COL_DETAILS);
 	if (!r->host || !r->watch || !r->comm || !r->exe || !r->thread || !r->error ||
-	    !r->episode_end || !r->cgroup || !r->unit)
+	    !r->episode_end || !r->cgroup || !r->unit || !r->kind || !r->capture ||
+	    !r->details)
 		return -ENOMEM;
 	ev->episode_end = r->episode_end;
 	ev->host = r->host;
@@ -151,6 +174,9 @@ static int rec_start(struct rec *r, sqlite3_stmt *s)
 	ev->error = r->error;
 	ev->cgroup = r->cgroup;
 	ev->unit = r->unit;
+	ev->kind = r->kind;
+	ev->capture = r->capture;
+	ev->details = r->details;
 	snprintf(ev->stack.error, sizeof ev->stack.error, "%s", r->error);
 	return 0;
 }
@@ -244,6 +270,7 @@ static void bind_filter(struct binder *b, const struct store_filter *f)
 	bind_text(b, f->comm);
 	bind_text(b, f->thread);
 	bind_i64(b, f->pid);
+	bind_text(b, f->kind);
 }
 
 /* Reads up to STORE_BATCH events with id > AFTER that match F into RECS,

@@ -23,9 +23,9 @@ static const char sql_put_stack_frame[] =
 static const char sql_put_event[] =
 	"INSERT INTO events (time, host, watch, pid, comm, exe, tid, thread, usage, threshold,"
 	" consecutive, run_delay, stop_us, stack_hash, error, samples, stop_max_us, episode_end,"
-	" nspid, cgroup, unit)"
+	" nspid, cgroup, unit, kind, capture, details)"
 	" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-	" ?19, ?20, ?21)";
+	" ?19, ?20, ?21, ?22, ?23, ?24)";
 static const char sql_put_event_stack[] =
 	"INSERT INTO event_stacks (event_id, stack_hash, count) VALUES (?1, ?2, ?3)";
 static const char sql_put_event_frame[] =
@@ -222,6 +222,9 @@ static int put_event(struct store *st, struct store_event *ev)
 		bind_null(&b);
 	bind_text(&b, ev->cgroup && ev->cgroup[0] ? ev->cgroup : NULL);
 	bind_text(&b, ev->unit && ev->unit[0] ? ev->unit : NULL);
+	bind_text(&b, ev->kind && ev->kind[0] ? ev->kind : "hot");
+	bind_text(&b, ev->capture && ev->capture[0] ? ev->capture : NULL);
+	bind_text(&b, ev->details && ev->details[0] ? ev->details : NULL);
 	if ((e = bind_done(st, &b, "cannot add event")) < 0 ||
 	    (e = store_run(st, st->put_event, "cannot add event")) < 0)
 		return e;

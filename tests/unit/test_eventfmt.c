@@ -33,16 +33,21 @@ static void test_json_exact(void **state)
 	ev.nspid = 7;
 	ev.cgroup = "/system.slice/nginx.service";
 	ev.unit = "nginx.service";
+	ev.kind = "stall";
+	ev.capture = "perf";
+	ev.details = "{\"syscall\":\"futex\"}";
 	got = format(eventfmt_json, &ev);
 	assert_string_equal(got,
-		"{\"id\":7,\"time\":\"2026-11-29T13:04:05.123456+00:00\",\"host\":\"h1\","
+		"{\"id\":7,\"time\":\"2026-11-29T13:04:05.123456+00:00\",\"kind\":\"stall\","
+		"\"host\":\"h1\","
 		"\"watch\":\"web\",\"pid\":4242,\"nspid\":7,\"comm\":\"nginx\","
 		"\"exe\":\"/usr/sbin/nginx\",\"cgroup\":\"/system.slice/nginx.service\","
 		"\"unit\":\"nginx.service\",\"tid\":4250,\"thread\":\"worker-3\",\"usage\":987,\"threshold\":800,"
 		"\"consecutive\":1,\"run_delay\":0,\"freeze_us\":43,"
 		"\"stack_hash\":\"00000000deadbeef\",\"truncated\":false,\"error\":null,"
-		"\"samples\":20,\"freeze_max_us\":97,"
-		"\"episode_end\":\"thread went idle after 20 samples\",\"stacks\":["
+		"\"samples\":20,\"capture\":\"perf\",\"freeze_max_us\":97,"
+		"\"episode_end\":\"thread went idle after 20 samples\","
+		"\"details\":{\"syscall\":\"futex\"},\"stacks\":["
 		"{\"stack_hash\":\"00000000deadbeef\",\"count\":14,\"key\":true},"
 		"{\"stack_hash\":\"0000000000001234\",\"count\":6,\"key\":false}],\"stack\":["
 		"{\"ip\":\"0x5555555551a9\",\"module\":\"/usr/bin/spin\",\"build_id\":\"0123abcd\","
@@ -65,16 +70,21 @@ static void test_json_exact(void **state)
 	ev.samples = 0;
 	ev.nstacks = 0;
 	ev.episode_end = NULL;
+	ev.kind = NULL;
+	ev.capture = "";
+	ev.details = NULL;
 	ev.time_us = T0 - 123455;
 	got = format(eventfmt_json, &ev);
 	set_tz("UTC");
 	assert_non_null(strstr(got, "\"time\":\"2026-11-29T18:34:05.000001+05:30\""));
+	assert_non_null(strstr(got, "\"kind\":\"hot\",\"host\""));
 	assert_non_null(strstr(got, "\"pid\":4242,\"nspid\":null,\"comm\":\"nginx\","
 	                            "\"exe\":\"/usr/sbin/nginx\",\"cgroup\":null,\"unit\":null,"
 	                            "\"tid\":4250,"));
 	assert_non_null(strstr(got, "\"stack_hash\":null,\"truncated\":false,"
 	                            "\"error\":\"tid 4250 exited\",\"samples\":0,"
-	                            "\"freeze_max_us\":97,\"episode_end\":null,\"stacks\":[],"
+	                            "\"capture\":null,\"freeze_max_us\":97,\"episode_end\":null,"
+	                            "\"details\":null,\"stacks\":[],"
 	                            "\"stack\":[]}\n"));
 	free(got);
 }
@@ -172,6 +182,8 @@ static void test_journal_fields(void **state)
 	assert_string_equal(fields[10], "CPUMOND_NSPID=");
 	assert_string_equal(fields[11], "CPUMOND_CGROUP=");
 	assert_string_equal(fields[12], "CPUMOND_UNIT=");
+	assert_string_equal(fields[13], "CPUMOND_KIND=hot");
+	assert_string_equal(fields[14], "CPUMOND_CAPTURE=");
 	eventfmt_journal_free(fields);
 	for (size_t i = 0; i < EVENTFMT_JOURNAL_FIELDS; i++)
 		assert_null(fields[i]);
@@ -180,13 +192,18 @@ static void test_journal_fields(void **state)
 	ev.nspid = 7;
 	ev.cgroup = "/system.slice/nginx.service";
 	ev.unit = "nginx.service";
+	ev.kind = "starved";
+	ev.capture = "ptrace";
 	assert_int_equal(eventfmt_journal(&ev, summary, fields), 0);
+	assert_string_equal(fields[13], "CPUMOND_KIND=starved");
+	assert_string_equal(fields[14], "CPUMOND_CAPTURE=ptrace");
 	assert_string_equal(fields[10], "CPUMOND_NSPID=7");
 	assert_string_equal(fields[11], "CPUMOND_CGROUP=/system.slice/nginx.service");
 	assert_string_equal(fields[12], "CPUMOND_UNIT=nginx.service");
 	eventfmt_journal_free(fields);
 	ev.nspid = 0;
 	ev.cgroup = ev.unit = NULL;
+	ev.kind = ev.capture = NULL;
 
 	/* The top frame unnamed: the function as report spells it.  Names
 	 * go as bytes (the journal keeps them), NULL as "". */

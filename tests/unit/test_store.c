@@ -163,7 +163,8 @@ static struct store_event make_event(int64_t t, struct stackdump_frame *frames, 
 		.time_us = t, .host = "host1", .watch = "web", .pid = 4242, .nspid = 7,
 		.comm = "nginx", .exe = "/usr/sbin/nginx", .cgroup = "/system.slice/nginx.service",
 		.unit = "nginx.service", .tid = 4250, .thread = "worker-3", .usage = 987,
-		.threshold = 800, .consecutive = 2, .run_delay = 15,
+		.threshold = 800, .consecutive = 2, .run_delay = 15, .kind = "stall",
+		.capture = "perf", .details = "{\"syscall\":\"futex\",\"owner\":4251}",
 	};
 
 	ev.stack.frames = frames;
@@ -183,6 +184,9 @@ static void assert_event_equal(const struct store_event *got, const struct store
 {
 	assert_int_equal(got->id, exp->id);
 	assert_int_equal(got->time_us, exp->time_us);
+	assert_string_equal(got->kind, exp->kind ? exp->kind : "hot");
+	assert_string_equal(got->capture, nz(exp->capture));
+	assert_string_equal(got->details, nz(exp->details));
 	assert_string_equal(got->host, nz(exp->host));
 	assert_string_equal(got->watch, nz(exp->watch));
 	assert_int_equal(got->pid, exp->pid);
@@ -350,6 +354,10 @@ static void test_episode_round_trip(void **state)
 	store_close(st);
 }
 
+/* What v4 added (kind, capture, details), dropped again. */
+#define DROP_V4 "DROP INDEX events_kind; ALTER TABLE events DROP COLUMN kind;" \
+	" ALTER TABLE events DROP COLUMN capture; ALTER TABLE events DROP COLUMN details;"
+
 /* A v1 database (the first release) is migrated: its events keep their
  * stack with a count of one. */
 static void test_migrates_v1(void **state)
@@ -362,8 +370,8 @@ static void test_migrates_v1(void **state)
 
 	st = open_rw(fx->path);
 	store_close(st);
-	/* Back to v1 by hand: drop what v2 and v3 added. */
-	q_exec(fx->path, "DROP TABLE event_stacks; ALTER TABLE events DROP COLUMN samples;"
+	/* Back to v1 by hand: drop what v2, v3 and v4 added. */
+	q_exec(fx->path, DROP_V4 " DROP TABLE event_stacks; ALTER TABLE events DROP COLUMN samples;"
 	                 " ALTER TABLE events DROP COLUMN stop_max_us;"
 	                 " ALTER TABLE events DROP COLUMN episode_end;"
 	                 " ALTER TABLE events DROP COLUMN nspid; ALTER TABLE events DROP COLUMN cgroup;"
@@ -374,7 +382,7 @@ static void test_migrates_v1(void **state)
 	         (long long)HASH_A, (long long)HASH_A);
 	q_exec(fx->path, sql);
 	st = open_rw(fx->path);
-	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 3);
+	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
 	assert_int_equal(store_each_event_in(st, &all, read_episode, &r), 0);
 	assert_int_equal(r.events, 1);
 	assert_int_equal(r.samples, 1);
@@ -384,17 +392,18 @@ static void test_migrates_v1(void **state)
 	store_close(st);
 }
 
-/* A v2 database (before events said where they come from): a reader reads
- * it as it is, without touching it, and its events have no origin; the
- * writer migrates it in place, and the old events keep everything else. */
-static void test_migrates_v2(void **state)
+/* An older database, made by hand from a new one by DOWNGRADE_SQL, with
+ * OLD the event it then holds: a reader reads it as it is, without touching
+ * it; the writer migrates it in place, the old event keeps everything it
+ * had, and a new one gets every column. */
+static void check_migrates(const char *path, const char *downgrade_sql, struct store_event old,
+                           int64_t old_version)
 {
-	struct fixture *fx = *state;
-	struct store_event ev = make_event(1000, frames_a1, 3), old = ev, fresh;
+	struct store_event ev = old, fresh;
 	struct expect x = { .ev = &old, .n = 1 };
 	static char before[65536], after[65536];
 	size_t nbefore, nafter;
-	struct store *st = open_rw(fx->path);
+	struct store *st = open_rw(path);
 	char err[512];
 	int64_t last = 0;
 
@@ -402,26 +411,21 @@ static void test_migrates_v2(void **state)
 	assert_int_equal(store_add_event(st, &ev), 0);
 	assert_int_equal(store_commit(st), 0);
 	store_close(st);
-	/* Back to v2 by hand: drop what v3 added. */
-	q_exec(fx->path, "ALTER TABLE events DROP COLUMN nspid; ALTER TABLE events DROP COLUMN"
-	                 " cgroup; ALTER TABLE events DROP COLUMN unit; PRAGMA user_version = 2;"
-	                 " PRAGMA wal_checkpoint(TRUNCATE);");
+	q_exec(path, downgrade_sql);
 	old.id = ev.id;
-	old.nspid = 0;
-	old.cgroup = old.unit = NULL;
 
-	nbefore = slurp(fx->path, before, sizeof before);
-	assert_int_equal(store_open(fx->path, false, &st, err, sizeof err), 0);
+	nbefore = slurp(path, before, sizeof before);
+	assert_int_equal(store_open(path, false, &st, err, sizeof err), 0);
 	assert_int_equal(store_each_event_after(st, 0, check_event, &x, &last), 0);
 	assert_int_equal(x.seen, 1);
 	store_close(st);
-	nafter = slurp(fx->path, after, sizeof after);
+	nafter = slurp(path, after, sizeof after);
 	assert_int_equal(nafter, nbefore);
 	assert_memory_equal(before, after, nbefore);
-	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 2);
+	assert_int_equal(q_int(path, "PRAGMA user_version"), old_version);
 
-	st = open_rw(fx->path);
-	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 3);
+	st = open_rw(path);
+	assert_int_equal(q_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
 	fresh = make_event(2000, frames_a2, 3);
 	assert_int_equal(store_begin(st), 0);
 	assert_int_equal(store_add_event(st, &fresh), 0);
@@ -433,8 +437,62 @@ static void test_migrates_v2(void **state)
 		assert_int_equal(store_each_event_after(st, 0, check_event, &x, &last), 0);
 		assert_int_equal(x.seen, 2);
 	}
+	assert_int_equal(q_int(path, "SELECT count(*) FROM events WHERE kind = 'hot'"
+	                       " AND capture IS NULL AND details IS NULL"), 1);
+	store_close(st);
+}
+
+/* A v2 database (before events said where they come from): its events
+ * have no origin, no kind but "hot", no capture, no details. */
+static void test_migrates_v2(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_event old = make_event(1000, frames_a1, 3);
+
+	old.nspid = 0;
+	old.cgroup = old.unit = NULL;
+	old.kind = old.capture = old.details = NULL;
+	check_migrates(fx->path, DROP_V4 " ALTER TABLE events DROP COLUMN nspid;"
+	               " ALTER TABLE events DROP COLUMN cgroup; ALTER TABLE events DROP COLUMN unit;"
+	               " PRAGMA user_version = 2; PRAGMA wal_checkpoint(TRUNCATE);", old, 2);
 	assert_int_equal(q_int(fx->path, "SELECT count(*) FROM events WHERE nspid IS NULL"
 	                       " AND cgroup IS NULL AND unit IS NULL"), 1);
+}
+
+/* A v3 database (before kinds): its events are "hot", with no capture and
+ * no details. */
+static void test_migrates_v3(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_event old = make_event(1000, frames_a1, 3);
+
+	old.kind = old.capture = old.details = NULL;
+	check_migrates(fx->path, DROP_V4 " PRAGMA user_version = 3; PRAGMA wal_checkpoint(TRUNCATE);",
+	               old, 3);
+}
+
+/* details that is not a JSON object (a hand-edited or damaged file) is read
+ * as none: readers print it inside their own JSON. */
+static void test_details_not_json(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *st = open_rw(fx->path);
+	struct store_event ev = make_event(1000, frames_a1, 3), exp = ev;
+	struct expect x = { .ev = &exp, .n = 1 };
+	int64_t last = 0;
+
+	assert_int_equal(store_begin(st), 0);
+	assert_int_equal(store_add_event(st, &ev), 0);
+	assert_int_equal(store_commit(st), 0);
+	exp.id = ev.id;
+	exp.details = NULL;
+	for (int i = 0; i < 2; i++) {
+		q_exec(fx->path, i == 0 ? "UPDATE events SET details = '{\"a\":'"
+		                        : "UPDATE events SET details = '[1,2]'");
+		x.seen = 0;
+		assert_int_equal(store_each_event_after(st, 0, check_event, &x, &last), 0);
+		assert_int_equal(x.seen, 1);
+	}
 	store_close(st);
 }
 
@@ -913,6 +971,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_episode_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_migrates_v2, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_migrates_v3, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_details_not_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_by_age, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prune_by_size, setup, teardown),
 	};
