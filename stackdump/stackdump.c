@@ -256,16 +256,17 @@ nomem:
  * read for this dump).  Returns the number of
  * frames or -errno with OUT->error set. */
 static int unwind(struct stackdump *sd, struct addrspace *p, uint64_t vsize, pid_t tid,
-                  size_t max, bool fresh, struct stackdump_stack *out)
+                  const struct snapshot *snap, size_t max, bool fresh,
+                  struct stackdump_stack *out)
 {
 	struct unwind_result res;
 	int r;
 
-	unwind_snapshot(p, &sd->snap, max, sd->raw, &res);
+	unwind_snapshot(p, snap, max, sd->raw, &res);
 	if (res.unknown_ip && !fresh) {
 		if ((r = refresh(sd, p, vsize, tid, out)) < 0)
 			return r;
-		unwind_snapshot(p, &sd->snap, max, sd->raw, &res);
+		unwind_snapshot(p, snap, max, sd->raw, &res);
 	}
 	if (res.n == 0) {
 		set_error(out, "cannot unwind tid %d: %s", (int)tid, unw_strerror(res.uerr));
@@ -274,7 +275,7 @@ static int unwind(struct stackdump *sd, struct addrspace *p, uint64_t vsize, pid
 	out->truncated = res.truncated;
 	if (res.short_stack)
 		set_error(out, "unwind stopped after %zu frames: the stack is deeper than "
-		          "the %zu bytes copied", res.n, sd->snap.cap);
+		          "the %zu bytes copied", res.n, snap->cap);
 	else if (res.uerr < 0)
 		set_error(out, "unwind stopped after %zu frames: %s", res.n,
 		          unw_strerror(res.uerr));
@@ -350,14 +351,26 @@ void stackdump_forget(struct stackdump *sd, pid_t pid)
 	}
 }
 
-int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
-                     struct stackdump_stack *out)
+/* What a dump knows about its thread before the copy. */
+struct dump {
+	pid_t pid, tid;
+	struct procfs_stat sf;
+	unsigned long long pstart;   /* the process's start time */
+	struct addrspace *p;
+	bool fresh;                  /* the maps were read for this dump */
+};
+
+/* Checks the arguments and the thread, and gets its process's cache and
+ * maps ready, all while it runs.  STOPPING: the dump will stop the thread,
+ * which a thread in D would not do. */
+static int dump_begin(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames, bool stopping,
+                      struct dump *d, struct stackdump_stack *out)
 {
 	char ebuf[64];
-	struct procfs_stat sf;
-	struct addrspace *p;
+	int r;
 
 	memset(out, 0, sizeof(*out));
+	*d = (struct dump){ .pid = pid, .tid = tid };
 	if (pid <= 0 || tid <= 0) {
 		set_error(out, "invalid pid %d or tid %d", (int)pid, (int)tid);
 		return -EINVAL;
@@ -368,18 +381,18 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 		return -EINVAL;
 	}
 	stackdump_poll(sd);
-	if (snapshot_pending_has(&sd->pending, tid)) {
+	if (stopping && snapshot_pending_has(&sd->pending, tid)) {
 		set_error(out, "tid %d has not stopped yet for an earlier dump", (int)tid);
 		return -EAGAIN;
 	}
-	if (pid == getpid()) {
+	if (stopping && pid == getpid()) {
 		set_error(out, "cannot attach to tid %d: it is a thread of this process", (int)tid);
 		return -EPERM;
 	}
 
 	/* Step 1. */
-	int r = procfs_read_stat(pid, tid, &sf);
-	if (r == -ESRCH || (r == 0 && stat_exiting(&sf))) {
+	r = procfs_read_stat(pid, tid, &d->sf);
+	if (r == -ESRCH || (r == 0 && stat_exiting(&d->sf))) {
 		set_error(out, "tid %d exited", (int)tid);
 		return -ESRCH;
 	}
@@ -390,23 +403,22 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	}
 	/* PTRACE_INTERRUPT does not stop a thread in D until it leaves D
 	 * (seconds with a stuck FUSE server). */
-	if (sf.state == 'D') {
+	if (stopping && d->sf.state == 'D') {
 		set_error(out, "tid %d is in uninterruptible sleep (D)", (int)tid);
 		return -EAGAIN;
 	}
-	if (sf.flags & PROCFS_PF_KTHREAD) {
+	if (d->sf.flags & PROCFS_PF_KTHREAD) {
 		set_error(out, "tid %d is a kernel thread: it has no user stack", (int)tid);
 		return -EPERM;
 	}
 	/* The process's start time keys its caches (a thread's own start time,
 	 * read above, differs from thread to thread), and tells whether the
-	 * pid was taken by another process before the stop was over. */
-	unsigned long long pstart;
-	if (process_start(pid, &pstart) < 0) {
+	 * pid was taken by another process before the dump was over. */
+	if (process_start(pid, &d->pstart) < 0) {
 		set_error(out, "tid %d exited", (int)tid);
 		return -ESRCH;
 	}
-	r = proc_get(sd, pid, pstart, &p);
+	r = proc_get(sd, pid, d->pstart, &d->p);
 	if (r < 0) {
 		set_error(out, "out of memory");
 		return r;
@@ -415,21 +427,58 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	/* Step 2.  The maps bound the copy to the stack's mapping (64 KiB of
 	 * copy took 35 µs inside the stop, the 4.7 KiB of a thread stack 5 µs):
 	 * when stale they are read now, while the thread runs. */
-	bool fresh = maps_stale(sd, p, sf.vsize);
-	if (fresh && (r = refresh(sd, p, sf.vsize, tid, out)) < 0)
+	d->fresh = maps_stale(sd, d->p, d->sf.vsize);
+	if (d->fresh && (r = refresh(sd, d->p, d->sf.vsize, tid, out)) < 0)
 		return r;
-	sd->snap.sigreturn = p->sigreturn;
+	return 0;
+}
+
+/* Step 3, once the copy SNAP is taken: unwinds, names the frames, and
+ * merges the Python frames when PY. */
+static int dump_finish(struct stackdump *sd, const struct dump *d, const struct snapshot *snap,
+                       int max_frames, bool py, struct stackdump_stack *out)
+{
+	unsigned long long pstart_after;
+	int r;
+
+	if (process_start(d->pid, &pstart_after) < 0 || pstart_after != d->pstart) {
+		/* The copy may have been another process's. */
+		set_error(out, "tid %d exited", (int)d->tid);
+		return -ESRCH;
+	}
+	out->process_start = d->pstart;
+	r = unwind(sd, d->p, d->sf.vsize, d->tid, snap, (size_t)max_frames, d->fresh, out);
+	if (r < 0)
+		return r;
+	r = resolve(sd, d->p, (size_t)r, out);
+	if (r == 0 && py && (r = pyframes_merge_stack(d->p->py, d->p, &sd->py, (size_t)max_frames,
+	                                              out)) < 0) {
+		stackdump_stack_free(out);
+		set_error(out, "out of memory");
+	}
+	return r;
+}
+
+int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
+                     struct stackdump_stack *out)
+{
+	struct dump d;
+	int r = dump_begin(sd, pid, tid, max_frames, true, &d, out);
+
+	if (r < 0)
+		return r;
+	sd->snap.sigreturn = d.p->sigreturn;
 	/* A CPython thread: its thread state and data stack are copied in the
 	 * stop too (pyframes.h). */
 	char pywhy[200] = "";
 	bool py = sd->languages &&
-	          pyframes_prepare(&p->py, p, tid, &sd->py, pywhy, sizeof(pywhy)) == 0;
+	          pyframes_prepare(&d.p->py, d.p, tid, &sd->py, pywhy, sizeof(pywhy)) == 0;
 	if (pywhy[0] && sd->note)
 		sd->note(pywhy, sd->note_arg);
 	sd->snap.in_stop = py ? pyframes_in_stop : NULL;
 	sd->snap.in_stop_arg = &sd->py;
-	r = snapshot_take(&sd->pending, &sd->hints, pid, tid, sf.processor,
-	                  p->maps.n ? &p->maps : NULL,
+	r = snapshot_take(&sd->pending, &sd->hints, pid, tid, d.sf.processor,
+	                  d.p->maps.n ? &d.p->maps : NULL,
 	                  &sd->snap, out->error, sizeof(out->error));
 	out->stop_ns = sd->snap.stop_ns;
 	out->stop_start_ns = sd->snap.stop_start_ns;
@@ -439,25 +488,28 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
 	}
 	if (r < 0)
 		return r;
-	unsigned long long pstart_after;
-	if (process_start(pid, &pstart_after) < 0 || pstart_after != pstart) {
-		/* The stopped thread may have been another process's. */
-		set_error(out, "tid %d exited", (int)tid);
-		return -ESRCH;
-	}
-	out->process_start = pstart;
+	return dump_finish(sd, &d, &sd->snap, max_frames, py, out);
+}
 
-	/* Step 3. */
-	r = unwind(sd, p, sf.vsize, tid, (size_t)max_frames, fresh, out);
+int stackdump_thread_copy(struct stackdump *sd, pid_t pid, pid_t tid,
+                          const struct stackdump_copy *copy, int max_frames,
+                          struct stackdump_stack *out)
+{
+	struct dump d;
+	struct snapshot snap = {
+		.regs = copy->regs, .stack_addr = copy->stack_addr, .stack_len = copy->stack_len,
+		.stack_clipped = copy->stack_clipped,
+		.stack = copy->stack, .cap = copy->stack_len,
+		.stop_start_ns = copy->time_ns,
+	};
+	int r = dump_begin(sd, pid, tid, max_frames, false, &d, out);
+
 	if (r < 0)
 		return r;
-	r = resolve(sd, p, (size_t)r, out);
-	if (r == 0 && py && (r = pyframes_merge_stack(p->py, p, &sd->py, (size_t)max_frames,
-	                                              out)) < 0) {
-		stackdump_stack_free(out);
-		set_error(out, "out of memory");
-	}
-	return r;
+	snap.sigreturn = d.p->sigreturn;
+	/* The time names the perf map entries that were live (perfmap.h). */
+	out->stop_start_ns = copy->time_ns;
+	return dump_finish(sd, &d, &snap, max_frames, false, out);
 }
 
 void stackdump_set_language_frames(struct stackdump *sd, bool on)

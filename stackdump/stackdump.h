@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
 #define STACKDUMP_MAX_FRAMES 1024
 
@@ -109,6 +110,34 @@ int stackdump_set_stack_copy(struct stackdump *sd, size_t bytes);
  * be released with stackdump_stack_free, also on failure. */
 int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
                      struct stackdump_stack *out);
+
+/* A thread's registers and a copy of its stack that someone else took
+ * while it ran on, with no ptrace stop: the kernel at a perf sampling
+ * interrupt (PERF_SAMPLE_REGS_USER and PERF_SAMPLE_STACK_USER), or the sp
+ * and pc of /proc/TID/syscall with a process_vm_readv copy for a thread
+ * that must not be stopped (in D).  Registers not known are 0; the
+ * unwinder needs ip and sp, and uses bp where frame pointers are its only
+ * way on. */
+struct stackdump_copy {
+	struct user_regs_struct regs;
+	uint64_t stack_addr;        /* target address of stack[0] */
+	unsigned char *stack;       /* the copy, stack_len bytes (only read) */
+	size_t stack_len;
+	bool stack_clipped;         /* the copy ends where the stack mapping does,
+	                               not at a cap */
+	uint64_t time_ns;           /* CLOCK_MONOTONIC when it was taken */
+};
+
+/* Unwinds COPY, a copy of thread TID of process PID taken while it ran
+ * (struct stackdump_copy), as stackdump_thread unwinds its own, with the
+ * same frames, names and hash for the same registers and stack; the thread
+ * is not stopped (OUT->stop_ns is 0, stop_start_ns is COPY->time_ns) and a
+ * thread in D is unwound too.  Python frames need their memory copied in a
+ * stop, so this gives native and JIT frames only.  Returns as
+ * stackdump_thread does (never -ETIMEDOUT or -EAGAIN). */
+int stackdump_thread_copy(struct stackdump *sd, pid_t pid, pid_t tid,
+                          const struct stackdump_copy *copy, int max_frames,
+                          struct stackdump_stack *out);
 
 /* Forgets what is cached for process PID (call when it exits). */
 void stackdump_forget(struct stackdump *sd, pid_t pid);
