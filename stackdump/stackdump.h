@@ -116,8 +116,9 @@ int stackdump_thread(struct stackdump *sd, pid_t pid, pid_t tid, int max_frames,
  * interrupt (PERF_SAMPLE_REGS_USER and PERF_SAMPLE_STACK_USER), or the sp
  * and pc of /proc/TID/syscall with a process_vm_readv copy for a thread
  * that must not be stopped (in D).  Registers not known are 0; the
- * unwinder needs ip and sp, and uses bp where frame pointers are its only
- * way on. */
+ * unwinder needs ip and sp, and bp for every frame whose unwind rule
+ * starts from it (code built with frame pointers: CFA = bp + 16): without
+ * bp the unwind ends at the first such frame. */
 struct stackdump_copy {
 	struct user_regs_struct regs;
 	uint64_t stack_addr;        /* target address of stack[0] */

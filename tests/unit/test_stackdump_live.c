@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -365,6 +367,91 @@ static void test_live_hash_ignores_leaf_instruction(void **state)
 	stackdump_stack_free(&st[1]);
 }
 
+/* Copies the registers and stack of thread TID, blocked in a syscall, as
+ * a perf sample would hold them: with a ptrace stop of the test's own
+ * (PTRACE_GETREGS), so that stackdump_thread_copy gets every register. */
+static int copy_blocked(pid_t tid, struct stackdump_copy *copy, unsigned char *stack, size_t cap)
+{
+	int status, r = -1;
+
+	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
+		return -1;
+	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0 &&
+	    waitpid(tid, &status, __WALL) == tid &&
+	    ptrace(PTRACE_GETREGS, tid, NULL, &copy->regs) == 0) {
+		/* From the red zone up, as a stop copies it; a partial read ends
+		 * at the end of the stack's mapping. */
+		struct iovec local = { stack, cap };
+		struct iovec remote = { (void *)(uintptr_t)(copy->regs.rsp - SNAPSHOT_RED_ZONE), cap };
+		ssize_t n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+
+		copy->stack_addr = copy->regs.rsp - SNAPSHOT_RED_ZONE;
+		copy->stack = stack;
+		copy->stack_len = n > 0 ? (size_t)n : 0;
+		copy->stack_clipped = n > 0 && (size_t)n < cap;
+		copy->time_ns = now_ms() * 1000000;
+		r = n > 0 ? 0 : -1;
+	}
+	ptrace(PTRACE_DETACH, tid, NULL, NULL);
+	return r;
+}
+
+/* A copy someone else took (stackdump_thread_copy: a perf sample's
+ * registers and stack) unwinds to the very frames and hash that a dump of
+ * the same state gives: the thread of stackcases --case sites stays
+ * blocked in read(2) at one instruction until it is written to, so both
+ * look at the same state by construction. */
+static void test_live_copy_matches_stop(void **state)
+{
+	const char *path = getenv("STACKCASES") ? getenv("STACKCASES") : "build/tests/stackcases";
+	char *const argv[] = { (char *)(uintptr_t)path, "--case", "sites", "--timeout", "60", NULL };
+	static unsigned char stack[64 * 1024];
+	char buf[256], why[512];
+	struct stackdump_stack stopped, copied = { 0 };
+	struct stackdump_copy copy = { 0 };
+	int in, tid = 0, r, rc = -1;
+	uint64_t pc;
+
+	(void)state;
+	require_target();
+	pid_t pid = spawn_ready(path, argv, &in, buf, sizeof(buf), why, sizeof(why));
+	if (pid < 0) {
+		print_message("skipped: %s\n", why);
+		skip();
+	}
+	char *t = strstr(buf, "tid ");
+	if (t)
+		tid = atoi(t + 4);
+	pc = wait_read_site(pid, tid, 0);
+	r = dump_retrying(pid, tid, &stopped);
+	running_again_in(pid, tid, 0);
+	/* Back in the same read once the detach restarted it. */
+	bool blocked = wait_read_site(pid, tid, 0) == pc && pc != 0;
+	if (blocked && copy_blocked(tid, &copy, stack, sizeof(stack)) == 0)
+		rc = stackdump_thread_copy(sd, pid, tid, &copy, 64, &copied);
+	close(in);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	stackdump_forget(sd, pid);
+
+	assert_int_equal(r, 0);
+	assert_true(blocked);
+	assert_int_equal(rc, 0);
+	assert_int_equal(copied.stop_ns, 0);
+	assert_int_equal(copied.stop_start_ns, copy.time_ns);
+	if (copied.nframes != stopped.nframes || copied.hash != stopped.hash) {
+		stackdump_print(&stopped, "  stopped ", stderr);
+		stackdump_print(&copied, "  copied  ", stderr);
+		fail_msg("the copy unwound to other frames");
+	}
+	for (size_t i = 0; i < copied.nframes; i++)
+		assert_int_equal(copied.frames[i].ip, stopped.frames[i].ip);
+	assert_true(copied.nframes >= 2 && copied.frames[0].symbol &&
+	            strcmp(copied.frames[0].symbol, "sites_leaf") == 0);
+	stackdump_stack_free(&stopped);
+	stackdump_stack_free(&copied);
+}
+
 static void test_live_idle(void **state)
 {
 	(void)state;
@@ -696,6 +783,7 @@ int main(void)
 	const struct CMUnitTest live[] = {
 		cmocka_unit_test(test_live_hot_chain),
 		cmocka_unit_test(test_live_hash_ignores_leaf_instruction),
+		cmocka_unit_test(test_live_copy_matches_stop),
 		cmocka_unit_test(test_live_idle),
 		cmocka_unit_test(test_live_group_stopped),
 		cmocka_unit_test(test_live_errors),
