@@ -354,8 +354,10 @@ static void test_episode_round_trip(void **state)
 	store_close(st);
 }
 
-/* What v4 added (kind, capture, details), dropped again. */
-#define DROP_V4 "DROP INDEX events_kind; ALTER TABLE events DROP COLUMN kind;" \
+/* What v5 added (the usage history), dropped again. */
+#define DROP_V5 "DROP TABLE history; DROP TABLE labels; DROP TABLE cycles; DROP INDEX events_tid;"
+/* What v4 and v5 added (v4: kind, capture, details), dropped again. */
+#define DROP_V4 DROP_V5 " DROP INDEX events_kind; ALTER TABLE events DROP COLUMN kind;" \
 	" ALTER TABLE events DROP COLUMN capture; ALTER TABLE events DROP COLUMN details;"
 
 /* A v1 database (the first release) is migrated: its events keep their
