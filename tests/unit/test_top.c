@@ -1,0 +1,310 @@
+/* top's view (top_view.c): the order of the rows, the watch filter and its
+ * cycling, the bar, and the table's lines (fixed rows, TZ fixed), with
+ * hostile names escaped and every line cut to the screen's width. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "cpumond/top.h"
+#include "stackdump/stackdump.h"
+
+/* 2026-11-29 13:04:05 UTC */
+#define CYCLE_US 1795957445000000LL
+
+static struct top_thread row(char *watch, char *comm, char *thread, pid_t pid,
+                             pid_t tid, int usage, int run_delay)
+{
+	return (struct top_thread){
+		.watch = watch, .comm = comm, .thread = thread,
+		.pid = pid, .tid = tid, .usage = usage, .run_delay = run_delay,
+		.threshold = 800, .state = 'R',
+	};
+}
+
+static char *draw(const struct top_screen *s)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	top_format(s, f);
+	assert_int_equal(fclose(f), 0);
+	return buf;
+}
+
+/* Line I (0-based) of TEXT, without its end, or NULL. */
+static char *line_of(const char *text, int i)
+{
+	const char *end;
+
+	while (i-- > 0 && text) {
+		text = strchr(text, '\n');
+		text = text ? text + 1 : NULL;
+	}
+	if (!text || !*text)
+		return NULL;
+	end = strchrnul(text, '\n');
+	return strndup(text, (size_t)(end - text));
+}
+
+static size_t code_points(const char *s)
+{
+	size_t n = 0;
+	int l;
+
+	for (; *s; s += l, n++) {
+		l = stackdump_utf8_len(s);
+		assert_true(l > 0);
+	}
+	return n;
+}
+
+static void test_order(void **state)
+{
+	struct top_thread t[] = {
+		row("a", "p", "x", 1, 30, 500, 10),
+		row("a", "p", "y", 1, 20, 900, 0),
+		row("b", "q", "z", 2, 40, 500, 700),
+		row("b", "q", "w", 2, 10, 500, 10),
+	};
+	const struct top_thread *out[4];
+	(void)state;
+
+	assert_int_equal(top_select(t, 4, NULL, TOP_BY_USAGE, out), 4);
+	/* Usage, then run delay, then tid. */
+	assert_int_equal(out[0]->tid, 20);
+	assert_int_equal(out[1]->tid, 40);
+	assert_int_equal(out[2]->tid, 10);
+	assert_int_equal(out[3]->tid, 30);
+
+	assert_int_equal(top_select(t, 4, NULL, TOP_BY_RUN_DELAY, out), 4);
+	/* Run delay, then usage, then tid. */
+	assert_int_equal(out[0]->tid, 40);
+	assert_int_equal(out[1]->tid, 10);
+	assert_int_equal(out[2]->tid, 30);
+	assert_int_equal(out[3]->tid, 20);
+
+	assert_int_equal(top_select(t, 4, "b", TOP_BY_USAGE, out), 2);
+	assert_int_equal(out[0]->tid, 40);
+	assert_int_equal(out[1]->tid, 10);
+	assert_int_equal(top_select(t, 4, "none", TOP_BY_USAGE, out), 0);
+	assert_int_equal(top_select(t, 0, NULL, TOP_BY_USAGE, out), 0);
+}
+
+static void test_next_watch(void **state)
+{
+	struct top_thread t[] = {
+		row("web", "p", "x", 1, 1, 0, 0),
+		row("db", "p", "x", 1, 2, 0, 0),
+		row("web", "p", "x", 1, 3, 0, 0),
+		row(NULL, "p", "x", 1, 4, 0, 0),   /* no name: "" */
+	};
+	const char *w;
+	(void)state;
+
+	/* all -> "" -> db -> web -> all */
+	w = top_next_watch(t, 4, NULL);
+	assert_string_equal(w, "");
+	w = top_next_watch(t, 4, w);
+	assert_string_equal(w, "db");
+	w = top_next_watch(t, 4, w);
+	assert_string_equal(w, "web");
+	assert_null(top_next_watch(t, 4, w));
+	/* A watch gone from the cycle: the next after it. */
+	assert_string_equal(top_next_watch(t, 4, "cache"), "db");
+	assert_null(top_next_watch(t, 4, "zzz"));
+	assert_null(top_next_watch(t, 0, NULL));
+}
+
+static void test_bar(void **state)
+{
+	char buf[TOP_BAR_CELLS * 3 + 1];
+	(void)state;
+
+	top_bar(0, buf, sizeof buf);
+	assert_string_equal(buf, "          ");
+	top_bar(-5, buf, sizeof buf);
+	assert_string_equal(buf, "          ");
+	/* 12.5‰ an eighth, rounded to the nearest. */
+	top_bar(6, buf, sizeof buf);
+	assert_string_equal(buf, "          ");
+	top_bar(7, buf, sizeof buf);
+	assert_string_equal(buf, "\u258f         ");
+	top_bar(100, buf, sizeof buf);
+	assert_string_equal(buf, "\u2588         ");
+	top_bar(987, buf, sizeof buf);
+	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2589");
+	top_bar(1000, buf, sizeof buf);
+	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588");
+	top_bar(1500, buf, sizeof buf);
+	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588");
+	top_bar(550, buf, sizeof buf);
+	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u258c    ");
+	assert_int_equal(code_points(buf), TOP_BAR_CELLS);
+	/* A short buffer keeps whole characters only. */
+	top_bar(1000, buf, 8);
+	assert_string_equal(buf, "\u2588\u2588");
+}
+
+static void test_table(void **state)
+{
+	struct top_thread t[] = {
+		row("hot", "hotchain", "idle-1", 4242, 4251, 0, 3),
+		row("hot", "hotchain", "hot-0", 4242, 4250, 987, 12),
+	};
+	struct top_cycle c = { .id = 7, .time_us = CYCLE_US, .interval_ms = 3000,
+	                       .threads = t, .nthreads = 2 };
+	struct top_screen s = { .cycle = &c, .now_us = CYCLE_US + 1400000, .eol = "\n" };
+	char *got;
+	(void)state;
+
+	t[1].episode = true;
+	t[1].frame = "hot_leaf";
+	t[0].state = 'S';
+	got = draw(&s);
+	assert_string_equal(got,
+		"cpumond top  13:04:05 (1 s ago, every 3 s)  2 of 2 threads  by usage  watch all\n"
+		"!* USAGE‰▼ BAR         DELAY‰ S LIMIT PROCESS[PID]         THREAD/TID          "
+		"WATCH      LAST EVENT\n"
+		"!*     987 █████████▉      12 R   800 hotchain[4242]       hot-0/4250          "
+		"hot        hot_leaf\n"
+		"         0                  3 S   800 hotchain[4242]       idle-1/4251         "
+		"hot        -\n");
+	free(got);
+
+	/* By run delay, one row, the keys said, another end of line. */
+	s.by = TOP_BY_RUN_DELAY;
+	s.rows = 1;
+	s.keys = true;
+	s.eol = "\033[K\n";
+	s.watch = "hot";
+	c.interval_ms = 300;
+	got = draw(&s);
+	assert_string_equal(got,
+		"cpumond top  13:04:05 (1 s ago, every 300 ms)  1 of 2 threads  by run delay  "
+		"watch hot  keys: u usage, d run delay, w watch, q quit\033[K\n"
+		"!*  USAGE‰ BAR        DELAY‰▼ S LIMIT PROCESS[PID]         THREAD/TID          "
+		"WATCH      LAST EVENT\033[K\n"
+		"!*     987 █████████▉      12 R   800 hotchain[4242]       hot-0/4250          "
+		"hot        hot_leaf\033[K\n");
+	free(got);
+}
+
+static void test_unknowns(void **state)
+{
+	struct top_thread t[] = { row("w", "p", "x", 5, 6, 900, -1) };
+	struct top_cycle c = { .id = 1, .time_us = CYCLE_US, .threads = t, .nthreads = 1 };
+	struct top_screen s = { .cycle = &c, .now_us = CYCLE_US - 5000000 };
+	char *got, *line;
+	(void)state;
+
+	/* No threshold: never over; no run delay, no state; a clock behind. */
+	t[0].threshold = 0;
+	t[0].state = '\x1b';
+	got = draw(&s);
+	line = line_of(got, 2);
+	assert_non_null(line);
+	assert_string_equal(line,
+		"       900 █████████        - ?     - p[5]                 x/6                 "
+		"w          -");
+	assert_non_null(strstr(got, "(0 s ago)"));
+	free(line);
+	free(got);
+
+	/* No cycle yet: the header says so, and nothing else. */
+	c.id = 0;
+	got = draw(&s);
+	assert_string_equal(got, "cpumond top  no cycle recorded yet: is the daemon running and "
+	                    "keeping the usage history?\n");
+	free(got);
+	got = draw(&(struct top_screen){ .cycle = NULL });
+	assert_non_null(strstr(got, "no cycle recorded yet"));
+	free(got);
+}
+
+static void test_hostile_names(void **state)
+{
+	/* A name that would clear the screen, move the cursor, set the
+	 * window title, a C1 CSI and a byte that is no UTF-8. */
+	struct top_thread t[] = {
+		row("w\a", "\033[2J\033[H", "t\x9b\xff", 7, 8, 950, 0),
+	};
+	struct top_cycle c = { .id = 1, .time_us = CYCLE_US, .threads = t, .nthreads = 1 };
+	struct top_screen s = { .cycle = &c, .now_us = CYCLE_US, .eol = "\n" };
+	char *got;
+	(void)state;
+
+	t[0].frame = "evil\033[31m\xc2\x9b";
+	got = draw(&s);
+	for (const char *p = got; *p; p++)
+		assert_false((unsigned char)*p < 0x20 && *p != '\n');
+	assert_non_null(strstr(got, "\\x1b[2J\\x1b[H[7]"));
+	assert_non_null(strstr(got, " t\\x9b\\xff/8 "));
+	assert_non_null(strstr(got, " w\\x07 "));
+	assert_non_null(strstr(got, " evil\\x1b[31m\\xc2\\x9b\n"));
+	free(got);
+}
+
+static void test_cut_to_width(void **state)
+{
+	struct top_thread t[] = {
+		row("a-watch-with-a-long-name", "c\xc3\xa9sar-the-process", "a-thread-named-too-long",
+		    123456, 1234567, 1000, 1000),
+	};
+	struct top_cycle c = { .id = 1, .time_us = CYCLE_US, .threads = t, .nthreads = 1 };
+	struct top_screen s = { .cycle = &c, .now_us = CYCLE_US, .eol = "\n" };
+	char *got, *line, frame[600];
+	(void)state;
+
+	memset(frame, 'f', sizeof frame - 1);
+	frame[sizeof frame - 1] = '\0';
+	t[0].frame = frame;
+	got = draw(&s);
+	line = line_of(got, 2);
+	/* Cells cut with an ellipsis, the pid and tid kept whole; the last
+	 * column is not cut without a width. */
+	assert_non_null(strstr(line, " césar-the-p…[123456] a-thread-n…/1234567 a-watch-w… ffff"));
+	assert_true(strlen(line) > strlen(frame));
+	assert_string_equal(line + strlen(line) - strlen(frame), frame);
+	free(line);
+	free(got);
+
+	for (int w = 1; w <= 130; w += 7) {
+		s.width = w;
+		got = draw(&s);
+		for (int i = 0; i < 3; i++) {
+			line = line_of(got, i);
+			assert_non_null(line);
+			assert_true(code_points(line) <= (size_t)w);
+			free(line);
+		}
+		free(got);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_order),
+		cmocka_unit_test(test_next_watch),
+		cmocka_unit_test(test_bar),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_unknowns),
+		cmocka_unit_test(test_hostile_names),
+		cmocka_unit_test(test_cut_to_width),
+	};
+
+	setenv("TZ", "UTC", 1);
+	tzset();
+	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
+	cmocka_set_test_filter(getenv("TEST_FILTER"));
+	return cmocka_run_group_tests_name("top", tests, NULL, NULL);
+}
