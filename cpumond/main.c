@@ -30,7 +30,7 @@ static void usage(FILE *out)
 	        "                      [--process COMM] [--pid PID] [--thread NAME] [--host HOST]\n"
 	        "                      [--unit GLOB] [--cgroup REGEX] [--top N]\n"
 	        "                      [--by exact|signature|top-frame|entry] [--ignore REGEX]\n"
-	        "                      [--json | --folded | --svg FILE] [NAMES]\n"
+	        "                      [--json | --folded | --svg FILE | --pprof FILE] [NAMES]\n"
 	        "       cpumond check-config [-c FILE]\n"
 	        "       cpumond doctor [-c FILE]       can it read and ptrace what it watches\n"
 	        "       cpumond --help | --version\n"
@@ -58,6 +58,7 @@ static void usage(FILE *out)
 	        "      --json          report: one JSON object per group\n"
 	        "      --folded        report: every sample as folded stacks for flame graphs\n"
 	        "      --svg FILE      report: an interactive flame graph\n"
+	        "      --pprof FILE    report: the samples as a gzipped pprof profile\n"
 	        "NAMES, how tail and report name frames at read time (from the modules, their\n"
 	        "debug files, and debuginfod servers when DEBUGINFOD_URLS names some):\n"
 	        "      --debug-dir DIR look for debug files in DIR too (repeated), before\n"
@@ -297,6 +298,7 @@ static int cmd_report(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "folded", no_argument, NULL, 'F' },
 		{ "svg", required_argument, NULL, 'g' },
+		{ "pprof", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		NAMES_OPTIONS,
 		{ 0 },
@@ -370,6 +372,7 @@ static int cmd_report(int argc, char **argv)
 		case 'j': opt.json = true; break;
 		case 'F': opt.folded = true; break;
 		case 'g': opt.svg_path = optarg; break;
+		case 'G': opt.pprof_path = optarg; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: usage(stderr); return EXIT_USAGE;
 		}
@@ -378,8 +381,8 @@ static int cmd_report(int argc, char **argv)
 		fprintf(stderr, "cpumond: report: unexpected argument '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}
-	if (opt.json + opt.folded + (opt.svg_path != NULL) > 1) {
-		fprintf(stderr, "cpumond: report: give one of --json, --folded and --svg\n");
+	if (opt.json + opt.folded + (opt.svg_path != NULL) + (opt.pprof_path != NULL) > 1) {
+		fprintf(stderr, "cpumond: report: give one of --json, --folded, --svg and --pprof\n");
 		return EXIT_USAGE;
 	}
 	if (opt.since_us && opt.until_us && opt.since_us >= opt.until_us) {
@@ -422,6 +425,7 @@ static int cmd_report(int argc, char **argv)
 		if (!ignore && cfg.report_ignore)
 			opt.ignore = &cfg.report_ignore_re;
 	}
+	opt.sample_interval_ms = cfg.sample_interval_ms;   /* 0 without a configuration */
 	opt.names = open_names(&names);
 	rc = report_run(&opt, stdout) < 0 ? EXIT_RUNTIME : EXIT_OK;
 	symbolize_close(opt.names);

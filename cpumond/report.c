@@ -1,7 +1,8 @@
 /* report: the command `cpumond report` -- its arguments (--by, --since and
  * --until) and report_run, which reads the window (report_read.c), groups
  * and ranks it (report_aggregate.c) and writes one output form
- * (report_table.c, report_json.c, report_folded.c, report_svg.c). */
+ * (report_table.c, report_json.c, report_folded.c, report_svg.c,
+ * report_pprof.c). */
 #include "cpumond/report.h"
 
 #include <errno.h>
@@ -207,6 +208,8 @@ int report_run(const struct report_options *opt, FILE *out)
 	}
 	if (opt->svg_path)
 		e = report_write_svg(opt, r, out);
+	else if (opt->pprof_path)
+		e = report_write_pprof(opt, r, out);
 	else if (opt->folded)
 		e = report_print_folded(r, out);
 	else if (opt->json)

@@ -6,6 +6,7 @@
  *   report_aggregate.c  frame names, ignore rules, groups, ranks (pure)
  *   report_table.c      the table          report_json.c    --json
  *   report_folded.c     --folded           report_svg.c     --svg
+ *   report_pprof.c      --pprof
  */
 #ifndef CPUMOND_REPORT_INTERNAL_H
 #define CPUMOND_REPORT_INTERNAL_H
@@ -38,6 +39,11 @@ void report_put_local(int64_t t_us, bool zone, FILE *out);
  * Returns 0, or a negative errno after logging the reason (out of memory,
  * the file cannot be written). */
 int report_write_svg(const struct report_options *opt, const struct report *r, FILE *out);
+
+/* report_pprof.c.  Writes R's samples as a gzipped pprof profile to
+ * opt->pprof_path ("-": OUT).  Returns 0, or a negative errno after logging
+ * the reason (out of memory, the file cannot be written). */
+int report_write_pprof(const struct report_options *opt, const struct report *r, FILE *out);
 
 /* How many groups of totals T an output shows for TOP (0 or less: all). */
 static inline size_t report_shown(const struct report_totals *t, int top)
