@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <search.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -132,24 +133,24 @@ struct str_entry {
 	int64_t index;
 };
 
+/* A mapping, function or location: its key first, as words that
+ * cmp_words compares, then its id and what does not tell it apart. */
 struct mapping_entry {
+	uint64_t filename, build_id, start, limit, offset;   /* the key */
 	uint64_t id;
-	uint64_t start, limit, offset;
-	int64_t filename, build_id;
 	bool has_functions, has_filenames, has_line_numbers;
 	bool located;            /* a location is in it */
 	uint64_t max_address;    /* the highest of their addresses */
 };
 
 struct function_entry {
+	uint64_t name, system_name, filename, start_line;   /* the key */
 	uint64_t id;
-	int64_t name, system_name, filename, start_line;
 };
 
 struct location_entry {
+	uint64_t mapping, address, function, line;   /* the key */
 	uint64_t id;
-	uint64_t mapping, address, function;
-	int64_t line;
 };
 
 /* An array of entries in id order, with the tree that finds them. */
@@ -222,52 +223,35 @@ static void free_string(void *item)
 	free(item);
 }
 
-static int cmp_i64(int64_t a, int64_t b)
-{
-	return a < b ? -1 : a > b;
-}
-
-static int cmp_u64(uint64_t a, uint64_t b)
-{
-	return a < b ? -1 : a > b;
-}
-
 static int cmp_string(const void *a, const void *b)
 {
 	return strcmp(((const struct str_entry *)a)->s, ((const struct str_entry *)b)->s);
 }
 
+/* Orders the first N words of A and B. */
+static int cmp_words(const void *a, const void *b, size_t n)
+{
+	const uint64_t *x = a, *y = b;
+
+	for (size_t i = 0; i < n; i++)
+		if (x[i] != y[i])
+			return x[i] < y[i] ? -1 : 1;
+	return 0;
+}
+
 static int cmp_mapping(const void *a, const void *b)
 {
-	const struct mapping_entry *x = a, *y = b;
-	int c;
-
-	if ((c = cmp_i64(x->filename, y->filename)) || (c = cmp_i64(x->build_id, y->build_id)) ||
-	    (c = cmp_u64(x->start, y->start)) || (c = cmp_u64(x->limit, y->limit)))
-		return c;
-	return cmp_u64(x->offset, y->offset);
+	return cmp_words(a, b, offsetof(struct mapping_entry, id) / sizeof(uint64_t));
 }
 
 static int cmp_function(const void *a, const void *b)
 {
-	const struct function_entry *x = a, *y = b;
-	int c;
-
-	if ((c = cmp_i64(x->name, y->name)) || (c = cmp_i64(x->system_name, y->system_name)) ||
-	    (c = cmp_i64(x->filename, y->filename)))
-		return c;
-	return cmp_i64(x->start_line, y->start_line);
+	return cmp_words(a, b, offsetof(struct function_entry, id) / sizeof(uint64_t));
 }
 
 static int cmp_location(const void *a, const void *b)
 {
-	const struct location_entry *x = a, *y = b;
-	int c;
-
-	if ((c = cmp_u64(x->mapping, y->mapping)) || (c = cmp_u64(x->address, y->address)) ||
-	    (c = cmp_u64(x->function, y->function)))
-		return c;
-	return cmp_i64(x->line, y->line);
+	return cmp_words(a, b, offsetof(struct location_entry, id) / sizeof(uint64_t));
 }
 
 int pprof_new(struct pprof **out)
@@ -368,10 +352,13 @@ int pprof_mapping(struct pprof *p, const struct pprof_mapping *m, uint64_t *id)
 		.has_functions = m->has_functions, .has_filenames = m->has_filenames,
 		.has_line_numbers = m->has_line_numbers,
 	}, *e;
+	int64_t file, build_id;
 
-	if (pprof_string(p, m->filename, &key.filename) < 0 ||
-	    pprof_string(p, m->build_id, &key.build_id) < 0 ||
-	    !(e = intern(&p->mappings, &key, sizeof key, &key.id, cmp_mapping)))
+	if (pprof_string(p, m->filename, &file) < 0 || pprof_string(p, m->build_id, &build_id) < 0)
+		return -ENOMEM;
+	key.filename = (uint64_t)file;
+	key.build_id = (uint64_t)build_id;
+	if (!(e = intern(&p->mappings, &key, sizeof key, &key.id, cmp_mapping)))
 		return -ENOMEM;
 	e->has_functions |= m->has_functions;
 	e->has_filenames |= m->has_filenames;
@@ -382,12 +369,17 @@ int pprof_mapping(struct pprof *p, const struct pprof_mapping *m, uint64_t *id)
 
 int pprof_function(struct pprof *p, const struct pprof_function *f, uint64_t *id)
 {
-	struct function_entry key = { .start_line = f->start_line }, *e;
+	struct function_entry key = { .start_line = (uint64_t)f->start_line }, *e;
+	int64_t name, system_name, file;
 
-	if (pprof_string(p, f->name, &key.name) < 0 ||
-	    pprof_string(p, f->system_name, &key.system_name) < 0 ||
-	    pprof_string(p, f->filename, &key.filename) < 0 ||
-	    !(e = intern(&p->functions, &key, sizeof key, &key.id, cmp_function)))
+	if (pprof_string(p, f->name, &name) < 0 ||
+	    pprof_string(p, f->system_name, &system_name) < 0 ||
+	    pprof_string(p, f->filename, &file) < 0)
+		return -ENOMEM;
+	key.name = (uint64_t)name;
+	key.system_name = (uint64_t)system_name;
+	key.filename = (uint64_t)file;
+	if (!(e = intern(&p->functions, &key, sizeof key, &key.id, cmp_function)))
 		return -ENOMEM;
 	*id = e->id;
 	return 0;
@@ -397,7 +389,8 @@ int pprof_location(struct pprof *p, uint64_t mapping_id, uint64_t address,
                    uint64_t function_id, int64_t line, uint64_t *id)
 {
 	struct location_entry key = {
-		.mapping = mapping_id, .address = address, .function = function_id, .line = line,
+		.mapping = mapping_id, .address = address, .function = function_id,
+		.line = (uint64_t)line,
 	}, *e = intern(&p->locations, &key, sizeof key, &key.id, cmp_location);
 	struct mapping_entry *m;
 
@@ -464,8 +457,8 @@ static void put_mapping(struct pprof_buf *out, struct pprof_buf *m, const struct
 	pprof_put_uint(m, MAPPING_MEMORY_LIMIT,
 	               e->limit || !e->located ? e->limit : e->max_address + 1);
 	pprof_put_uint(m, MAPPING_FILE_OFFSET, e->offset);
-	pprof_put_uint(m, MAPPING_FILENAME, (uint64_t)e->filename);
-	pprof_put_uint(m, MAPPING_BUILD_ID, (uint64_t)e->build_id);
+	pprof_put_uint(m, MAPPING_FILENAME, e->filename);
+	pprof_put_uint(m, MAPPING_BUILD_ID, e->build_id);
 	pprof_put_uint(m, MAPPING_HAS_FUNCTIONS, e->has_functions);
 	pprof_put_uint(m, MAPPING_HAS_FILENAMES, e->has_filenames);
 	pprof_put_uint(m, MAPPING_HAS_LINE_NUMBERS, e->has_line_numbers);
@@ -482,7 +475,7 @@ static void put_location(struct pprof_buf *out, struct pprof_buf *m, struct ppro
 	if (e->function) {
 		line->len = 0;
 		pprof_put_uint(line, LINE_FUNCTION_ID, e->function);
-		pprof_put_uint(line, LINE_LINE, (uint64_t)e->line);
+		pprof_put_uint(line, LINE_LINE, e->line);
 		put_message(m, LOCATION_LINE, line);
 	}
 	put_message(out, PROFILE_LOCATION, m);
@@ -493,10 +486,10 @@ static void put_function(struct pprof_buf *out, struct pprof_buf *m,
 {
 	m->len = 0;
 	pprof_put_uint(m, FUNCTION_ID, e->id);
-	pprof_put_uint(m, FUNCTION_NAME, (uint64_t)e->name);
-	pprof_put_uint(m, FUNCTION_SYSTEM_NAME, (uint64_t)e->system_name);
-	pprof_put_uint(m, FUNCTION_FILENAME, (uint64_t)e->filename);
-	pprof_put_uint(m, FUNCTION_START_LINE, (uint64_t)e->start_line);
+	pprof_put_uint(m, FUNCTION_NAME, e->name);
+	pprof_put_uint(m, FUNCTION_SYSTEM_NAME, e->system_name);
+	pprof_put_uint(m, FUNCTION_FILENAME, e->filename);
+	pprof_put_uint(m, FUNCTION_START_LINE, e->start_line);
 	put_message(out, PROFILE_FUNCTION, m);
 }
 
