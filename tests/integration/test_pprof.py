@@ -12,8 +12,9 @@ compared through `go tool pprof`:
            the values of the events;
   -top     the same functions as the folded stacks, and the same total;
   -traces  the labels printed with each trace, the same total;
-and a window without events gives a profile -raw reads, with both sample
-types and no sample.  All equalities hold by construction, whatever the
+two databases (-d A -d B, B a copy labelled as another host) give twice
+the samples with both hosts; and a window without events gives a profile
+-raw reads, with both sample types and no sample.  All equalities hold by construction, whatever the
 machine's load made the daemon take.
 
 go writes nothing outside a temporary directory (HOME, GOCACHE, GOPATH,
@@ -35,9 +36,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlib import (HOT_THRESHOLD, Daemon, Target, check, poll, ptrace_allowed,  # noqa: E402
                      query, run, skip, summary)
+from test_fleet import rewrite_host  # noqa: E402
 from test_report import report  # noqa: E402
 
 SAMPLE_INTERVAL_NS = 20 * 1000 * 1000   # the configuration's sample_interval
+DEFAULT_INTERVAL_NS = 50 * 1000 * 1000  # report's without a configuration
 LABELS = {"thread", "tid", "pid", "process", "watch", "host", "kind"}
 UNTIL = "2100-01-01T00:00:00Z"          # the same window for every form
 
@@ -197,6 +200,23 @@ pid = {target.pid}
     check("-traces: every trace has its labels",
           all(all(re.search(rf"^\s+{k}:\s+\S", b, re.M) for k in LABELS) for b in blocks),
           blocks[0] if blocks else out[-500:])
+
+    # Two databases (a copy standing for another host) are one window:
+    # twice the samples, each with its host.
+    other = os.path.join(tmp, "other.db")
+    shutil.copyfile(db, other)
+    rewrite_host(other, "other-host")
+    both = os.path.join(tmp, "both.pb.gz")
+    rc, out, err = report(cpumond, "-d", db, "-d", other, "--pprof", both, "--until", UNTIL)
+    samples = raw_samples(pprof(tmp, "-raw", both)[1]) if rc == 0 else []
+    hosts = {s[2].get("host") for s in samples}
+    check("-d A -d B: both databases' samples, each labelled with its host",
+          sum(s[0] for s in samples) == 2 * total and
+          hosts == {events[0][5], "other-host"} if events else False,
+          f"exit {rc}: {err} {sum(s[0] for s in samples)} samples, hosts {hosts}")
+    check("-d without -c: cpu/nanoseconds is samples x 50 ms, the default sample_interval",
+          samples and all(cpu == n * DEFAULT_INTERVAL_NS for n, cpu, _ in samples),
+          f"{[(n, cpu) for n, cpu, _ in samples][:5]}")
 
     # An empty window: a valid profile without samples.
     empty = os.path.join(tmp, "empty.pb.gz")
