@@ -14,8 +14,10 @@ compared through `go tool pprof`:
   -traces  the labels printed with each trace, the same total;
 two databases (-d A -d B, B a copy labelled as another host) give twice
 the samples with both hosts; and a window without events gives a profile
--raw reads, with both sample types and no sample.  All equalities hold by construction, whatever the
-machine's load made the daemon take.
+-raw reads, with both sample types and no sample.  The fixture database of
+tests/unit/test_report.c (two builds, a frame without a symbol) gives the
+folded functions too, each module and build its mapping.  All equalities
+hold by construction, whatever the machine's load made the daemon take.
 
 go writes nothing outside a temporary directory (HOME, GOCACHE, GOPATH,
 XDG_CONFIG_HOME there; GOFLAGS empty) and uses no network (GOPROXY=off,
@@ -228,13 +230,50 @@ pid = {target.pid}
           f"exit {rc}: {err[-300:]} {out[-300:]}")
 
 
+def test_fixture(build, tmp):
+    """The fixture database of tests/unit/test_report.c: two builds of app,
+    libc, and a function without a symbol (spin@0x7a0), 480 samples."""
+    helper = os.path.join(build, "tests", "test_report")
+    if not shutil.which("go") or not os.path.exists(helper):
+        skip("pprof of the fixture", f"no go, or {helper} is not built")
+        return
+    cpumond = os.path.join(build, "cpumond")
+    db = os.path.join(tmp, "fixture.db")
+    p = subprocess.run([helper, "--write-fixture", db], capture_output=True, text=True)
+    if not check("fixture database written", p.returncode == 0, p.stderr.strip()):
+        return
+    rc, out, err = report(cpumond, "-d", db, "--folded")
+    functions = {f for line in out.splitlines() for f in line.rpartition(" ")[0].split(";")}
+    prof = os.path.join(tmp, "fixture.pb.gz")
+    rc, _, err = report(cpumond, "-d", db, "--pprof", prof)
+    check("fixture: report --pprof", rc == 0, err)
+    rc, out, err = pprof(tmp, "-top", "-sample_index=samples", "-nodefraction=0",
+                         "-nodecount=100000", prof)
+    total, names = top_functions(out)
+    check("fixture: -top has the 480 samples", total == 480, f"{total}: {err[-300:]}")
+    check("fixture: -top has the folded functions, the unnamed one too",
+          names == functions and "spin@0x7a0" in names,
+          f"only in pprof {names - functions}, only folded {functions - names}")
+    rc, out, err = pprof(tmp, "-raw", prof)
+    mappings = out[out.find("Mappings"):]
+    check("fixture: one mapping per module and build, with its build-id, symbolized",
+          all(re.search(rf"^\d+: 0x0/0x[0-9a-f]+/0x0 {re.escape(path)} {bid} \[FN\]$", mappings, re.M)
+              for path, bid in (("/usr/bin/app", "1" * 40), ("/usr/bin/app", "2" * 40),
+                                ("/usr/lib/x86_64-linux-gnu/libc.so.6",
+                                 "5e7b3d2a9b1f4c6d8e0a1b2c3d4e5f6071829304"))),
+          mappings)
+    check("fixture: locations at the functions' module offsets",
+          re.search(r"^\s+\d+: 0x1100 M=\d+ hot_a\.constprop\.0 ", out, re.M) is not None,
+          out[out.find("Locations"):][:400])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="test_pprof.")
     try:
-        run([test_pprof], args.build, tmp)
+        run([test_fixture, test_pprof], args.build, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary()
