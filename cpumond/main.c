@@ -19,6 +19,7 @@
 #include "cpumond/log.h"
 #include "cpumond/report.h"
 #include "cpumond/tail.h"
+#include "cpumond/top.h"
 #include "stackdump/symbolize.h"
 
 static void usage(FILE *out)
@@ -26,6 +27,7 @@ static void usage(FILE *out)
 	fprintf(out,
 	        "usage: cpumond [-c FILE] [-d DB] [-v] [--cycles N]   run the daemon in the foreground\n"
 	        "       cpumond tail [-c FILE | -d DB] [-n N] [-f] [--json] [NAMES]\n"
+	        "       cpumond top [-c FILE | -d DB] [-n N] [--watch NAME] [--once]\n"
 	        "       cpumond report [-c FILE] [-d DB]... [--since T] [--until T] [--watch NAME]\n"
 	        "                      [--process COMM] [--pid PID] [--thread NAME] [--host HOST]\n"
 	        "                      [--unit GLOB] [--cgroup REGEX] [--top N]\n"
@@ -43,6 +45,11 @@ static void usage(FILE *out)
 	        "  -n, --lines N       tail: print the last N events first (default 10)\n"
 	        "  -f, --follow        tail: then print new events as they are logged\n"
 	        "      --json          tail: one JSON object per line\n"
+	        "  -n, --lines N       top: at most N threads (default: all, or as many as fit)\n"
+	        "      --watch NAME    top: start with that watch's threads only (key w: the next)\n"
+	        "      --once          top: print the latest cycle once, as plain lines (also\n"
+	        "                      when stdout is no terminal); keys: u usage, d run delay,\n"
+	        "                      w watch, q quit\n"
 	        "      --since T       report: from T: 30m, 1h, 2d ago or 2026-11-29T13:04:05Z\n"
 	        "      --until T       report: up to T (excluded); default: now\n"
 	        "      --watch NAME, --process COMM, --pid PID, --thread NAME, --host HOST\n"
@@ -276,6 +283,60 @@ static int cmd_tail(int argc, char **argv)
 	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
 
+/* `cpumond top`: the latest cycle's threads, live. */
+static int cmd_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "database", required_argument, NULL, 'd' },
+		{ "lines", required_argument, NULL, 'n' },
+		{ "watch", required_argument, NULL, 'w' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct top_options opt = { 0 };
+	const char *config_path = NULL;
+	struct config cfg = { 0 };
+	long rows;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "c:d:n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config_path = optarg; break;
+		case 'd': opt.database = optarg; break;
+		case 'n':
+			if (parse_count(optarg, &rows) < 0) {
+				fprintf(stderr, "cpumond: top: -n: '%s' is not a count\n", optarg);
+				return EXIT_USAGE;
+			}
+			opt.rows = (int)rows;
+			break;
+		case 'w': opt.watch = optarg; break;
+		case 'o': opt.once = true; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "cpumond: top: unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (config_path && opt.database) {
+		fprintf(stderr, "cpumond: top: give -c or -d, not both\n");
+		return EXIT_USAGE;
+	}
+	if (!opt.database) {
+		rc = load_reader_config("top", config_path, &cfg);
+		if (rc != EXIT_OK)
+			return rc;
+		opt.database = cfg.database ? cfg.database : CONFIG_DEFAULT_DATABASE;
+	}
+	rc = top_run(&opt) < 0 ? EXIT_RUNTIME : EXIT_OK;
+	config_free(&cfg);
+	return rc;
+}
+
 /* `cpumond report`.  Every time is read against one clock reading, so that
  * --since 2h --until 1h is exactly one hour. */
 static int cmd_report(int argc, char **argv)
@@ -497,6 +558,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "tail") == 0)
 		return cmd_tail(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "top") == 0)
+		return cmd_top(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "check-config") == 0)
 		return cmd_check_config(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "doctor") == 0)

@@ -233,7 +233,7 @@ static void put_header(const struct top_screen *s, size_t shown, size_t of, FILE
 	else
 		fputs("all", out);
 	if (s->keys)
-		fputs("  keys: u usage, d run delay, w watch, q quit", out);
+		fputs("  [u]sage [d]elay [w]atch [q]uit", out);
 }
 
 static void put_heads(enum top_order by, FILE *out)

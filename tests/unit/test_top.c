@@ -1,6 +1,9 @@
 /* top's view (top_view.c): the order of the rows, the watch filter and its
  * cycling, the bar, and the table's lines (fixed rows, TZ fixed), with
- * hostile names escaped and every line cut to the screen's width. */
+ * hostile names escaped and every line cut to the screen's width; and
+ * top_run --once on a real database (top.c's reading of the latest cycle). */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -10,8 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/unit/tmpdir.h"
+
+#include "cpumond/store.h"
 #include "cpumond/top.h"
 #include "stackdump/stackdump.h"
 
@@ -190,7 +197,7 @@ static void test_table(void **state)
 	got = draw(&s);
 	assert_string_equal(got,
 		"cpumond top  13:04:05 (1 s ago, every 300 ms)  1 of 2 threads  by run delay  "
-		"watch hot  keys: u usage, d run delay, w watch, q quit\033[K\n"
+		"watch hot  [u]sage [d]elay [w]atch [q]uit\033[K\n"
 		"!*  USAGE‰ BAR        DELAY‰▼ S LIMIT PROCESS[PID]         THREAD/TID          "
 		"WATCH      LAST EVENT\033[K\n"
 		"!*     987 █████████▉      12 R   800 hotchain[4242]       hot-0/4250          "
@@ -290,6 +297,117 @@ static void test_cut_to_width(void **state)
 	}
 }
 
+/* What top_run writes to stdout with OPT, into a string to free; *RC gets
+ * its return. */
+static char *run_top(const struct top_options *opt, const char *dir, int *rc)
+{
+	char path[128], *buf;
+	int fd, saved;
+	FILE *f;
+	long len;
+
+	snprintf(path, sizeof path, "%s/top.out", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	fflush(stdout);
+	saved = dup(STDOUT_FILENO);
+	assert_true(saved >= 0);
+	assert_true(dup2(fd, STDOUT_FILENO) >= 0);
+	close(fd);
+	*rc = top_run(opt);
+	fflush(stdout);
+	assert_true(dup2(saved, STDOUT_FILENO) >= 0);
+	close(saved);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	buf = calloc(1, (size_t)len + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	return buf;
+}
+
+static void test_run_once(void **state)
+{
+	/* Unnamed on top: the innermost frame with a name, demangled. */
+	struct stackdump_frame frames[] = {
+		{ .ip = 0x1010, .offset = 0x10, .func_offset = 0x10, .module = "/usr/lib/libx.so",
+		  .build_id = "ab" },
+		{ .ip = 0x2020, .offset = 0x20, .func_offset = 0x20, .module = "/usr/bin/demo",
+		  .build_id = "cd", .symbol = "_ZN4demo4spinEv" },
+	};
+	struct store_event ev = {
+		.time_us = CYCLE_US - 1000000, .watch = "web", .pid = 4242, .comm = "demo",
+		.tid = 4250, .thread = "burner", .usage = 990, .threshold = 800, .consecutive = 1,
+		.stack = { .frames = frames, .nframes = 2, .hash = 0x77 },
+	};
+	struct store_usage rows[] = {
+		{ .watch = "web", .pid = 4242, .comm = "demo", .tid = 4251, .thread = "idle",
+		  .usage = 120, .run_delay = 3, .state = 'S', .threshold = 800 },
+		{ .watch = "web", .pid = 4242, .comm = "demo", .tid = 4250, .thread = "burner",
+		  .usage = 990, .run_delay = 40, .state = 'R', .threshold = 800, .episode = true },
+	};
+	struct store_cycle c = { .time_us = CYCLE_US, .interval_ms = 3000, .threads = 2 };
+	struct top_options opt = { .once = true };
+	char dir[64], db[128], *got, *line;
+	struct store *st = NULL;
+	int rc;
+	(void)state;
+
+	assert_int_equal(tmpdir_make(dir, sizeof dir, "test_top"), 0);
+	snprintf(db, sizeof db, "%s/log.db", dir);
+	opt.database = db;
+
+	/* No database: said, and an error. */
+	got = run_top(&opt, dir, &rc);
+	assert_int_equal(rc, -ENOENT);
+	assert_string_equal(got, "");
+	free(got);
+
+	assert_int_equal(store_open(db, true, &st, (char[256]){ 0 }, 256), 0);
+	got = run_top(&opt, dir, &rc);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(got, "no cycle recorded yet"));
+	free(got);
+
+	assert_int_equal(store_begin(st), 0);
+	assert_int_equal(store_add_event(st, &ev), 0);
+	assert_int_equal(store_add_cycle(st, &c, rows, 2), 0);
+	assert_int_equal(store_commit(st), 0);
+	got = run_top(&opt, dir, &rc);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(got, "cpumond top  13:04:05 ("));
+	assert_non_null(strstr(got, ", every 3 s)  2 of 2 threads  by usage  watch all\n"));
+	line = line_of(got, 2);
+	assert_string_equal(line, "!*     990 █████████▉      40 R   800 demo[4242]           "
+	                    "burner/4250         web        demo::spin()");
+	free(line);
+	line = line_of(got, 3);
+	assert_string_equal(line, "       120 █▎               3 S   800 demo[4242]           "
+	                    "idle/4251           web        -");
+	free(line);
+	assert_null(line_of(got, 4));
+	free(got);
+
+	/* -n 1 and another watch. */
+	opt.rows = 1;
+	got = run_top(&opt, dir, &rc);
+	assert_non_null(strstr(got, "1 of 2 threads"));
+	assert_null(line_of(got, 3));
+	free(got);
+	opt.watch = "db";
+	got = run_top(&opt, dir, &rc);
+	assert_non_null(strstr(got, "0 of 0 threads  by usage  watch db\n"));
+	assert_null(line_of(got, 2));
+	free(got);
+
+	store_close(st);
+	tmpdir_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_unknowns),
 		cmocka_unit_test(test_hostile_names),
 		cmocka_unit_test(test_cut_to_width),
+		cmocka_unit_test(test_run_once),
 	};
 
 	setenv("TZ", "UTC", 1);
