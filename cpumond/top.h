@@ -71,9 +71,11 @@ const char *top_next_watch(const struct top_thread *t, size_t n, const char *cur
 /* Cells of the usage bar; each is 100‰, in eighths. */
 #define TOP_BAR_CELLS 10
 
-/* The bar of PERMILLE (clamped to 0..1000): full blocks and one eighth
- * block (U+2588, U+258F..U+2589), padded with spaces to TOP_BAR_CELLS
- * columns, into BUF of LEN bytes (TOP_BAR_CELLS * 3 + 1 is enough). */
+/* The bar of PERMILLE (clamped to 0..1000, rounded to an eighth of a
+ * cell): full blocks and one eighth block (U+2588, U+258F..U+2589), padded
+ * with spaces to TOP_BAR_CELLS columns, into BUF of LEN bytes
+ * (TOP_BAR_CELLS * 3 + 1 is enough; a shorter BUF gets whole characters
+ * only). */
 void top_bar(int permille, char *buf, size_t len);
 
 /* What top_format draws. */
@@ -84,7 +86,7 @@ struct top_screen {
 	int rows;               /* at most this many thread rows; 0: all */
 	int width;              /* cut every line to this many columns; 0: do not */
 	int64_t now_us;         /* CLOCK_REALTIME, for the cycle's age */
-	bool keys;              /* say the keys (the live view) */
+	bool keys;              /* say the keys in the header (the live view) */
 	const char *eol;        /* what ends a line: "\n", or on the screen
 	                           "\033[K\n" (erase the rest of the old line) */
 };
@@ -93,11 +95,14 @@ struct top_screen {
  * order, the watch), the column heads with the order's column marked, and
  * one row a thread:
  *
- *   cpumond top  20:11:03 (1 s ago, every 3 s)  2 of 2 threads  by usage  watch all
- *   !* USAGE‰▼ BAR        DELAY‰ S LIMIT PROCESS[PID]         THREAD/TID          WATCH      LAST EVENT
- *   !*   987 █████████▉       12 R   800 hotchain[4242]       hot-0/4250          hot        hot_leaf
+ *   cpumond top  13:04:05 (1 s ago, every 3 s)  2 of 2 threads  by usage  watch all
+ *   !* USAGE‰▼ BAR         DELAY‰ S LIMIT PROCESS[PID]         THREAD/TID          WATCH      LAST EVENT
+ *   !*     987 █████████▉      12 R   800 hotchain[4242]       hot-0/4250          hot        hot_leaf
+ *            0                  3 S   800 hotchain[4242]       idle-1/4251         hot        -
  *
- * "!" marks a thread over its threshold, "*" one in an episode.  Names are
+ * (tests/unit/test_top.c pins these bytes.)  "!" marks a thread over its
+ * threshold, "*" one in an episode; "-" is an unknown run delay or
+ * threshold, or no last event, "?" an unknown state.  Names are
  * escaped (stackdump_put_escaped), each cell cut to its width ("…") with
  * its pid or tid kept whole, so no byte of a name moves the cursor.
  * Without a cycle, the header says none was recorded yet. */

@@ -94,30 +94,26 @@ const char *top_next_watch(const struct top_thread *t, size_t n, const char *cur
 
 void top_bar(int permille, char *buf, size_t len)
 {
-	/* U+258F (one eighth) .. U+2589 (seven eighths), U+2588 (full). */
+	/* U+258F (one eighth) .. U+2589 (seven eighths); U+2588 is full. */
 	static const char *const eighths[8] = {
-		"", "\u258f", "\u258e", "\u258d", "\u258c", "\u258b", "\u258a", "\u2589",
+		" ", "\u258f", "\u258e", "\u258d", "\u258c", "\u258b", "\u258a", "\u2589",
 	};
 	int e = permille < 0 ? 0 : permille > 1000 ? 1000 : permille;
-	int cells = 0;
 	size_t at = 0;
 
 	/* Rounded to the nearest eighth of a cell: 12.5‰ each. */
 	e = (e * TOP_BAR_CELLS * 8 + 500) / 1000;
-	if (len == 0)
-		return;
-	buf[0] = '\0';
-#define PUT(s) do { size_t l_ = strlen(s); if (at + l_ >= len) return; \
-	memcpy(buf + at, s, l_ + 1); at += l_; } while (0)
-	for (; e >= 8; e -= 8, cells++)
-		PUT("\u2588");
-	if (e > 0) {
-		PUT(eighths[e]);
-		cells++;
+	if (len > 0)
+		buf[0] = '\0';
+	for (int cell = 0; cell < TOP_BAR_CELLS; cell++, e = e > 8 ? e - 8 : 0) {
+		const char *c = e >= 8 ? "\u2588" : eighths[e];
+		size_t l = strlen(c);
+
+		if (at + l >= len)
+			return;         /* whole characters only */
+		memcpy(buf + at, c, l + 1);
+		at += l;
 	}
-	for (; cells < TOP_BAR_CELLS; cells++)
-		PUT(" ");
-#undef PUT
 }
 
 /* S escaped (stackdump_put_escaped) into BUF of LEN bytes; a name too long

@@ -133,29 +133,26 @@ static void test_next_watch(void **state)
 
 static void test_bar(void **state)
 {
+	/* 12.5‰ an eighth, rounded to the nearest; clamped to 0..1000. */
+	static const struct { int permille; const char *bar; } cases[] = {
+		{ 0, "          " },
+		{ -5, "          " },
+		{ 6, "          " },
+		{ 7, "\u258f         " },
+		{ 100, "\u2588         " },
+		{ 550, "\u2588\u2588\u2588\u2588\u2588\u258c    " },
+		{ 987, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2589" },
+		{ 1000, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588" },
+		{ 1500, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588" },
+	};
 	char buf[TOP_BAR_CELLS * 3 + 1];
 	(void)state;
 
-	top_bar(0, buf, sizeof buf);
-	assert_string_equal(buf, "          ");
-	top_bar(-5, buf, sizeof buf);
-	assert_string_equal(buf, "          ");
-	/* 12.5‰ an eighth, rounded to the nearest. */
-	top_bar(6, buf, sizeof buf);
-	assert_string_equal(buf, "          ");
-	top_bar(7, buf, sizeof buf);
-	assert_string_equal(buf, "\u258f         ");
-	top_bar(100, buf, sizeof buf);
-	assert_string_equal(buf, "\u2588         ");
-	top_bar(987, buf, sizeof buf);
-	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2589");
-	top_bar(1000, buf, sizeof buf);
-	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588");
-	top_bar(1500, buf, sizeof buf);
-	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588");
-	top_bar(550, buf, sizeof buf);
-	assert_string_equal(buf, "\u2588\u2588\u2588\u2588\u2588\u258c    ");
-	assert_int_equal(code_points(buf), TOP_BAR_CELLS);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		top_bar(cases[i].permille, buf, sizeof buf);
+		assert_string_equal(buf, cases[i].bar);
+		assert_int_equal(code_points(buf), TOP_BAR_CELLS);
+	}
 	/* A short buffer keeps whole characters only. */
 	top_bar(1000, buf, 8);
 	assert_string_equal(buf, "\u2588\u2588");
