@@ -152,6 +152,7 @@ struct store_cycle {
 struct store_usage {
 	int64_t cycle;           /* readers: the cycle's id (writer: ignored) */
 	int64_t time_us;         /* readers: the cycle's time (writer: ignored) */
+	int interval_ms;         /* readers: the cycle's interval (writer: ignored) */
 	const char *watch;       /* the watch's name */
 	pid_t pid;
 	const char *comm;        /* process name */

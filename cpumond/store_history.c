@@ -271,6 +271,7 @@ static int usage_rec_read(struct usage_rec *r, sqlite3_stmt *s)
 	memset(r, 0, sizeof *r);
 	u->cycle = sqlite3_column_int64(s, U_CYCLE);
 	u->time_us = sqlite3_column_int64(s, U_TIME);
+	u->interval_ms = sqlite3_column_int(s, U_INTERVAL);
 	u->tid = (pid_t)sqlite3_column_int64(s, U_TID);
 	u->pid = (pid_t)sqlite3_column_int64(s, U_PID);
 	u->usage = sqlite3_column_int(s, U_USAGE);

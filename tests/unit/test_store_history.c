@@ -112,6 +112,7 @@ static int note_row(const struct store_usage *u, void *arg)
 {
 	struct seen *s = arg;
 
+	assert_int_equal(u->interval_ms, 3000);      /* every cycle here */
 	if (s->len < sizeof s->text - 256)       /* long walks: only counted further on */
 		s->len += (size_t)snprintf(s->text + s->len, sizeof s->text - s->len,
 	                           "%lld %s %d %s %d %s %d %d %c %d %d %lld %s\n",
