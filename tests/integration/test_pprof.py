@@ -247,6 +247,24 @@ def test_fixture(build, tmp):
     prof = os.path.join(tmp, "fixture.pb.gz")
     rc, _, err = report(cpumond, "-d", db, "--pprof", prof)
     check("fixture: report --pprof", rc == 0, err)
+    # Arguments -> exit status and the first line of stderr.
+    missing = os.path.join(tmp, "no", "such", "dir.pb.gz")
+    for args, want_rc, want_err in [
+        (["--pprof", missing], 1, f"cpumond: cannot write {missing}: No such file or directory"),
+        (["--pprof", prof, "--folded"], 2,
+         "cpumond: report: give one of --json, --folded, --svg and --pprof"),
+        (["--pprof", prof, "--svg", "-"], 2,
+         "cpumond: report: give one of --json, --folded, --svg and --pprof"),
+    ]:
+        rc, _, err = report(cpumond, "-d", db, *args)
+        check(f"report {' '.join(args).replace(tmp, 'TMP')} -> {want_rc}",
+              rc == want_rc and err.splitlines()[:1] == [want_err], f"exit {rc}, stderr {err!r}")
+    # The encoding and its gzip are deterministic: "-" writes the file's bytes.
+    p = subprocess.run([cpumond, "report", "-d", db, "--pprof", "-"], capture_output=True,
+                       timeout=60)
+    with open(prof, "rb") as f:
+        check("fixture: --pprof - writes the same bytes to stdout",
+              p.returncode == 0 and p.stdout == f.read(), f"exit {p.returncode}")
     rc, out, err = pprof(tmp, "-top", "-sample_index=samples", "-nodefraction=0",
                          "-nodecount=100000", prof)
     total, names = top_functions(out)
