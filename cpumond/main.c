@@ -33,6 +33,9 @@ static void usage(FILE *out)
 	        "                      [--unit GLOB] [--cgroup REGEX] [--top N]\n"
 	        "                      [--by exact|signature|top-frame|entry] [--ignore REGEX]\n"
 	        "                      [--json | --folded | --svg FILE | --pprof FILE] [NAMES]\n"
+	        "       cpumond report --usage [-c FILE] [-d DB]... [--since T] [--until T]\n"
+	        "                      [--watch NAME] [--process COMM] [--pid PID] [--thread NAME]\n"
+	        "                      [--top N] [--json | --svg FILE]\n"
 	        "       cpumond check-config [-c FILE]\n"
 	        "       cpumond doctor [-c FILE]       can it read and ptrace what it watches\n"
 	        "       cpumond --help | --version\n"
@@ -66,6 +69,8 @@ static void usage(FILE *out)
 	        "      --folded        report: every sample as folded stacks for flame graphs\n"
 	        "      --svg FILE      report: an interactive flame graph\n"
 	        "      --pprof FILE    report: the samples as a gzipped pprof profile\n"
+	        "      --usage         report: the busiest threads of the usage history instead\n"
+	        "                      (--top N threads, default 10; --json; --svg FILE a chart)\n"
 	        "NAMES, how tail and report name frames at read time (from the modules, their\n"
 	        "debug files, and debuginfod servers when DEBUGINFOD_URLS names some):\n"
 	        "      --debug-dir DIR look for debug files in DIR too (repeated), before\n"
@@ -360,6 +365,7 @@ static int cmd_report(int argc, char **argv)
 		{ "folded", no_argument, NULL, 'F' },
 		{ "svg", required_argument, NULL, 'g' },
 		{ "pprof", required_argument, NULL, 'G' },
+		{ "usage", no_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		NAMES_OPTIONS,
 		{ 0 },
@@ -434,6 +440,7 @@ static int cmd_report(int argc, char **argv)
 		case 'F': opt.folded = true; break;
 		case 'g': opt.svg_path = optarg; break;
 		case 'G': opt.pprof_path = optarg; break;
+		case 'Y': opt.usage = true; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: usage(stderr); return EXIT_USAGE;
 		}
@@ -444,6 +451,11 @@ static int cmd_report(int argc, char **argv)
 	}
 	if (opt.json + opt.folded + (opt.svg_path != NULL) + (opt.pprof_path != NULL) > 1) {
 		fprintf(stderr, "cpumond: report: give one of --json, --folded, --svg and --pprof\n");
+		return EXIT_USAGE;
+	}
+	if (opt.usage && (opt.folded || opt.pprof_path || opt.host || opt.unit || opt.cgroup)) {
+		fprintf(stderr, "cpumond: report: --usage takes no --folded, --pprof, --host, --unit"
+		        " or --cgroup (the usage history has no stacks and no origin)\n");
 		return EXIT_USAGE;
 	}
 	if (opt.since_us && opt.until_us && opt.since_us >= opt.until_us) {

@@ -77,6 +77,10 @@ struct report_options {
 	const char *cgroup;      /* regex of the events' cgroup, as written; NULL: any */
 	const regex_t *cgroup_re;/* it compiled (config_compile_regex); valid when cgroup */
 	enum report_by by;
+	bool usage;              /* the usage history's busiest threads instead of the
+	                            events' stacks (report_usage.h): a table, JSON
+	                            lines, or with svg_path a chart; top is the
+	                            threads shown */
 	bool json;               /* one JSON object per group and line */
 	bool folded;             /* every sample as folded stacks */
 	const char *svg_path;    /* write an SVG flame graph there ("-": OUT) */

@@ -7,6 +7,8 @@
  *   report_table.c      the table          report_json.c    --json
  *   report_folded.c     --folded           report_svg.c     --svg
  *   report_pprof.c      --pprof
+ *   report_usage.c      --usage (report_usage.h): its aggregation, table, JSON;
+ *   report_usage_svg.c  its chart
  */
 #ifndef CPUMOND_REPORT_INTERNAL_H
 #define CPUMOND_REPORT_INTERNAL_H
@@ -17,6 +19,7 @@
 #include <stdio.h>
 
 #include "cpumond/report.h"
+#include "cpumond/report_usage.h"
 
 /* The buffer of one frame name: longer names are cut to
  * REPORT_NAME_LEN - 1 bytes. */
@@ -28,6 +31,26 @@
  * Returns 0, or a negative errno after logging the reason (the path of the
  * database that failed when there are several). */
 int report_read(const struct report_options *opt, struct report *r);
+
+/* report_read.c.  Adds to U the usage history's rows of OPT's window and
+ * filters (watch, comm, thread, pid) and the window's events, from every
+ * database of OPT, as report_read does.  Returns 0, or a negative errno
+ * after logging the reason. */
+int report_read_usage(const struct report_options *opt, struct report_usage *u);
+
+/* report_svg.c.  Writes the filters of OPT, each as ", since T",
+ * ", watch NAME" and so on, names escaped for a terminal. */
+void report_put_filter(const struct report_options *opt, FILE *out);
+
+/* report.c.  The file to write an output to: PATH created (or emptied), or
+ * OUT when PATH is "-".  Returns 0 and *FILE, or a negative errno after
+ * logging the reason. */
+int report_open_output(const char *path, FILE *out, FILE **file);
+
+/* report.c.  Closes FILE from report_open_output (not OUT); E is what
+ * writing it gave.  Returns E, or the failure of the close, either logged
+ * as "cannot write PATH". */
+int report_close_output(FILE *file, FILE *out, const char *path, int e);
 
 /* report.c.  Writes T_US (µs since the epoch) as "2026-11-29 13:04:05" in
  * local time, with " +0100" when ZONE; "@T_US" when it has no local
