@@ -219,6 +219,9 @@ static void suspend(struct term *t)
 struct top_state {
 	struct top_screen screen;
 	struct top_cycle cycle;
+	const char *database;
+	struct store *st;       /* NULL while the database is waited for */
+	char why[512];          /* why it is waited for: the screen's note */
 	int rows;               /* -n N; 0: as many as fit */
 	char *watch;            /* the filter, a copy: the cycle it came from goes */
 };
@@ -291,9 +294,26 @@ static bool read_keys(struct top_state *s)
 	return true;
 }
 
+/* Opens the database when it is not open; true when it is.  One that does
+ * not exist or has no schema yet is waited for: the screen says why. */
+static bool open_store(struct top_state *s, int *e)
+{
+	*e = 0;
+	if (s->st)
+		return true;
+	*e = store_open(s->database, false, &s->st, s->why, sizeof s->why);
+	if (*e == -ENOENT || *e == -EAGAIN) {
+		s->screen.note = s->why;
+		*e = 0;
+	} else if (*e == 0) {
+		s->screen.note = NULL;
+	}
+	return s->st != NULL;
+}
+
 /* The live view until q or a signal.  Returns 0 or a negative errno,
  * said. */
-static int live(struct store *st, struct top_state *s)
+static int live(struct top_state *s)
 {
 	struct term t = { 0 };
 	int64_t next_poll = 0, drawn = 0, shown_id = -1;
@@ -323,10 +343,14 @@ static int live(struct store *st, struct top_state *s)
 		if (now >= next_poll) {
 			/* A writer's checkpoint may hold the file for a moment:
 			 * the next poll reads it. */
-			e = read_latest(st, &s->cycle);
+			if (open_store(s, &e))
+				e = read_latest(s->st, &s->cycle);
 			if (e < 0 && e != -EBUSY) {
 				term_leave(&t);
-				say_read_error(st, e);
+				if (s->st)
+					say_read_error(s->st, e);
+				else
+					log_msg(LOG_ERR, "%s", s->why);
 				break;
 			}
 			e = 0;
@@ -355,14 +379,40 @@ static int live(struct store *st, struct top_state *s)
 	return e;
 }
 
+/* One table of plain lines on stdout.  Returns 0 or a negative errno,
+ * said. */
+static int once(struct top_state *s)
+{
+	int e = store_open(s->database, false, &s->st, s->why, sizeof s->why);
+
+	if (e < 0) {
+		log_msg(LOG_ERR, "%s", s->why);
+		return e;
+	}
+	if ((e = read_latest(s->st, &s->cycle)) < 0) {
+		say_read_error(s->st, e);
+		return e;
+	}
+	s->screen.rows = s->rows;
+	s->screen.now_us = clock_real_us();
+	top_format(&s->screen, stdout);
+	errno = 0;
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		e = errno ? errno : EIO;
+		log_errno(LOG_ERR, e, "cannot write the output");
+		return -e;
+	}
+	return 0;
+}
+
 int top_run(const struct top_options *opt)
 {
 	struct top_state s = {
 		.screen = { .eol = "\n" },
 		.rows = opt->rows,
+		.database = opt->database,
 	};
-	struct store *st = NULL;
-	char err[512];
+	bool plain = opt->once || !isatty(STDOUT_FILENO);
 	int e;
 
 	tzset();
@@ -372,30 +422,8 @@ int top_run(const struct top_options *opt)
 	}
 	s.screen.watch = s.watch;
 	s.screen.cycle = &s.cycle;
-	e = store_open(opt->database, false, &st, err, sizeof err);
-	if (e < 0) {
-		log_msg(LOG_ERR, "%s", err);
-		free(s.watch);
-		return e;
-	}
-	if (opt->once || !isatty(STDOUT_FILENO)) {
-		e = read_latest(st, &s.cycle);
-		if (e < 0) {
-			say_read_error(st, e);
-		} else {
-			s.screen.rows = opt->rows;
-			s.screen.now_us = clock_real_us();
-			top_format(&s.screen, stdout);
-			errno = 0;
-			if (fflush(stdout) == EOF || ferror(stdout)) {
-				e = -EIO;
-				log_errno(LOG_ERR, errno ? errno : EIO, "cannot write the output");
-			}
-		}
-	} else {
-		e = live(st, &s);
-	}
-	store_close(st);
+	e = plain ? once(&s) : live(&s);
+	store_close(s.st);
 	top_cycle_free(&s.cycle);
 	free(s.watch);
 	return e;

@@ -87,6 +87,8 @@ struct top_screen {
 	int width;              /* cut every line to this many columns; 0: do not */
 	int64_t now_us;         /* CLOCK_REALTIME, for the cycle's age */
 	bool keys;              /* say the keys in the header (the live view) */
+	const char *note;       /* without a cycle, why (the database is missing,
+	                           ...) instead of the default words; escaped */
 	const char *eol;        /* what ends a line: "\n", or on the screen
 	                           "\033[K\n" (erase the rest of the old line) */
 };
@@ -117,9 +119,10 @@ struct top_options {
 };
 
 /* Runs `cpumond top`: a full-screen view redrawn at every new cycle (the
- * database polled every TOP_POLL_MS) until q, SIGINT, SIGTERM or SIGHUP,
- * the terminal restored on every way out; with opt->once or when stdout
- * is not a terminal, one table of plain lines.  Returns 0, or a negative
+ * database polled every TOP_POLL_MS; a database that does not exist or
+ * has no schema yet is waited for, saying so) until q, SIGINT, SIGTERM or
+ * SIGHUP, the terminal restored on every way out; with opt->once or when
+ * stdout is not a terminal, one table of plain lines.  Returns 0, or a negative
  * errno after saying why on stderr (-ENOENT, -EACCES, ...: the database
  * cannot be opened; others: it could not be read, or the terminal
  * written). */

@@ -209,8 +209,11 @@ static void put_header(const struct top_screen *s, size_t shown, size_t of, FILE
 
 	fputs("cpumond top  ", out);
 	if (!c || c->id == 0) {
-		fputs("no cycle recorded yet: is the daemon running and keeping the usage history?",
-		      out);
+		if (s->note)
+			put_cell(out, s->note, "", 0, false);
+		else
+			fputs("no cycle recorded yet: is the daemon running and keeping the usage "
+			      "history?", out);
 		return;
 	}
 	put_clock(c->time_us, out);

@@ -15,6 +15,7 @@ import os
 import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -122,10 +123,12 @@ def test_command_line(s):
 
 
 class Tmux:
-    """A tmux server of its own (a private socket, no configuration file)."""
+    """A tmux server of its own (a private socket NAME, no configuration
+    file): one a test, since a server killed may still be going when the
+    next test starts one."""
 
-    def __init__(self, tmp):
-        self.base = [TMUX, "-u", "-L", f"cpumond-top-{os.getpid()}", "-f", "/dev/null"]
+    def __init__(self, tmp, name):
+        self.base = [TMUX, "-u", "-L", f"cpumond-top-{os.getpid()}-{name}", "-f", "/dev/null"]
         self.tmp = tmp
 
     def __call__(self, *args):
@@ -156,17 +159,27 @@ def child_of(pid):
 def run_in_terminal(s, tmux, name, end):
     """Runs top in tmux session NAME (120x30) under sh, which saves the
     terminal's modes before and after; END(session, top's pid) ends it.
-    Returns (before, after, stty -a after, top's exit status line) or None
-    when top did not show the hot thread."""
+    Returns ({before, after: stty -g; all: stty -a after; rc: top's exit
+    status; screen: the pane after}, the screen top showed) or (None, why)."""
     files = {k: os.path.join(tmux.tmp, f"{name}.{k}") for k in ("before", "after", "all", "rc")}
+    go, done = (os.path.join(tmux.tmp, f"{name}.{k}") for k in ("go", "done"))
     # sh ignores SIGINT so that Ctrl-C reaches top only (top takes it
     # back: a handler replaces an ignored disposition) and sh goes on.
-    script = (f"trap '' INT; stty -g > {files['before']}; "
+    # top starts once the shell's line is on the screen (tmux may not
+    # have drawn what came before the pane was ready): that line must be
+    # there again after top, which drew on the alternate screen.  The
+    # shell stays until the screen is read (tmux 3.3 blanks a dead pane).
+    script = (f"trap '' INT; echo before-top; stty -g > {files['before']}; "
+              f"while [ ! -e {go} ]; do sleep 0.05; done; "
               f"{shlex.quote(s.cpumond)} top -d {shlex.quote(s.db)}; echo $? > {files['rc']}; "
-              f"stty -g > {files['after']}; stty -a > {files['all']}")
+              f"stty -g > {files['after']}; stty -a > {files['all']}; "
+              f"while [ ! -e {done} ]; do sleep 0.05; done")
     r = tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "30", "sh", "-c", script)
     if r.returncode != 0:
         return None, f"tmux new-session: {r.stderr}"
+    if not poll(lambda: "before-top" in tmux.screen(name), 15, 0.05):
+        return None, f"the shell's line never showed: {tmux.screen(name)!r}"
+    open(go, "w").close()
     screen = poll(lambda: (lambda t: t if f"/{s.hot} " in t else None)(tmux.screen(name)), 30,
                   0.2)
     if not screen:
@@ -176,7 +189,8 @@ def run_in_terminal(s, tmux, name, end):
     if not poll(lambda: os.path.exists(files["all"]) and os.path.getsize(files["all"]) > 0, 15,
                 0.1):
         return None, f"top did not end: {tmux.screen(name)!r}"
-    got = {}
+    got = {"screen": tmux.screen(name)}
+    open(done, "w").close()
     for k, path in files.items():
         with open(path) as f:
             got[k] = f.read().strip()
@@ -190,7 +204,7 @@ def test_terminal(s, tmp):
     if not TMUX:
         skip("top in a terminal", "tmux is not installed")
         return
-    tmux = Tmux(tmp)
+    tmux = Tmux(tmp, "terminal")
     try:
         def keys(name, pid):
             for key, want in (("d", "by run delay"), ("u", "by usage"), ("w", "watch hot")):
@@ -225,6 +239,34 @@ def test_terminal(s, tmp):
         tmux.kill()
 
 
+def test_waits(s, tmp):
+    """In a terminal, a database that is not there yet is waited for: the
+    screen says so, and the cycles show once it comes."""
+    if not TMUX:
+        skip("top waits for its database", "tmux is not installed")
+        return
+    tmux, later = Tmux(tmp, "waits"), os.path.join(tmp, "later.db")
+    try:
+        tmux("new-session", "-d", "-s", "waits", "-x", "120", "-y", "30",
+             f"{shlex.quote(s.cpumond)} top -d {shlex.quote(later)}")
+        screen = poll(lambda: (lambda t: t if "does not exist" in t else None)(
+            tmux.screen("waits")), 15, 0.1)
+        check("top waits for a database that does not exist, saying so",
+              screen and screen.startswith(f"cpumond top  database {later} does not exist"),
+              tmux.screen("waits"))
+        # A copy of the daemon's, consistent (SQLite's backup), as a file
+        # that appears.
+        src, dst = sqlite3.connect(f"file:{s.db}?mode=ro", uri=True), sqlite3.connect(later)
+        src.backup(dst)
+        src.close()
+        dst.close()
+        screen = poll(lambda: (lambda t: t if f"/{s.hot} " in t else None)(
+            tmux.screen("waits")), 15, 0.1)
+        check("top shows the database's cycle once it is there", screen, tmux.screen("waits"))
+    finally:
+        tmux.kill()
+
+
 def check_restored(how, got):
     """After HOW, top ended with 0 and the terminal's modes are back."""
     modes = got["all"].split()
@@ -233,6 +275,8 @@ def check_restored(how, got):
           f"exit {got['rc']}, stty -g before {got['before']}, after {got['after']}")
     check(f"after {how}: icanon and echo are back", "icanon" in modes and "echo" in modes,
           [m for m in modes if m.endswith(("icanon", "echo"))])
+    check(f"after {how}: the shell's screen is back (top's was the alternate screen)",
+          "before-top" in got["screen"] and "THREAD/TID" not in got["screen"], got["screen"])
 
 
 def main():
@@ -245,7 +289,9 @@ def main():
         if not check("hotchain started", s.target.pid and s.hot, "no ready line"):
             return summary()
         run([test_once, test_command_line], s)
-        run([test_terminal], s, tmp)
+        # The terminal's tests start once the daemon has written a cycle.
+        poll(s.first_row_is_hot, 30, 0.2)
+        run([test_terminal, test_waits], s, tmp)
     finally:
         s.stop()
         shutil.rmtree(tmp, ignore_errors=True)

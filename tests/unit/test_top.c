@@ -232,6 +232,11 @@ static void test_unknowns(void **state)
 	got = draw(&(struct top_screen){ .cycle = NULL });
 	assert_non_null(strstr(got, "no cycle recorded yet"));
 	free(got);
+	/* Why there is none, when top knows: escaped, a path is the user's. */
+	s.note = "database /tmp/\033[2Jx.db does not exist";
+	got = draw(&s);
+	assert_string_equal(got, "cpumond top  database /tmp/\\x1b[2Jx.db does not exist\n");
+	free(got);
 }
 
 static void test_hostile_names(void **state)
