@@ -315,8 +315,9 @@ static size_t shown(const struct report_usage *u, size_t top)
 	return top && top < u->nthreads ? top : u->nthreads;
 }
 
-/* NAME, SEP, ID and END ("nginx[42]"), NAME escaped for a terminal, padded with spaces to WIDTH columns
- * (bytes: a name's escapes are ASCII, its UTF-8 is counted as bytes). */
+/* NAME, SEP, ID and END ("nginx[42]"), NAME escaped for a terminal,
+ * padded with spaces to WIDTH columns (bytes: a name's escapes are ASCII,
+ * its UTF-8 is counted as bytes). */
 static void put_padded(const char *name, char sep, long id, const char *end, int width, FILE *out)
 {
 	char buf[256];
@@ -350,8 +351,8 @@ void report_usage_print_table(const struct report_usage *u, size_t top, FILE *ou
 	fputs(" to ", out);
 	report_put_local(t->last_end_us, true, out);
 	fprintf(out, ", %zu %s\n\n", t->events, log_plural(t->events, "event", "events"));
-	fputs("RANK PEAK‰ MEAN‰ OVER min   CPU s EVENTS PROCESS[PID]          THREAD/TID            WATCH\n",
-	      out);
+	fputs("RANK PEAK‰ MEAN‰ OVER min   CPU s EVENTS PROCESS[PID]          THREAD/TID"
+	      "            WATCH\n", out);
 	for (size_t i = 0; i < n; i++) {
 		const struct usage_thread *th = report_usage_thread(u, i);
 

@@ -296,6 +296,13 @@ int store_query_one(struct store *st, const char *sql, const char *what, int64_t
 	return e;
 }
 
+char *store_column_dup(sqlite3_stmt *s, int col)
+{
+	const unsigned char *t = sqlite3_column_text(s, col);
+
+	return strdup(t ? (const char *)t : "");
+}
+
 /* Creates the directory that holds PATH when it is missing, but not its own
  * parent: a missing grandparent means a mistyped path more often than not. */
 static int make_parent(struct store *st)

@@ -248,13 +248,6 @@ static void usage_rec_free(struct usage_rec *r)
 	memset(r, 0, sizeof *r);
 }
 
-static char *col_text(sqlite3_stmt *s, int col)
-{
-	const unsigned char *t = sqlite3_column_text(s, col);
-
-	return strdup(t ? (const char *)t : "");
-}
-
 static void read_cycle(sqlite3_stmt *s, struct store_cycle *c)
 {
 	c->id = sqlite3_column_int64(s, U_CYCLE);
@@ -281,10 +274,10 @@ static int usage_rec_read(struct usage_rec *r, sqlite3_stmt *s)
 	u->episode = sqlite3_column_int(s, U_EPISODE) != 0;
 	u->last_event = sqlite3_column_int64(s, U_EVENT);
 	u->last_stack = (uint64_t)sqlite3_column_int64(s, U_STACK);
-	r->watch = col_text(s, U_WATCH);
-	r->comm = col_text(s, U_COMM);
-	r->thread = col_text(s, U_THREAD);
-	r->symbol = col_text(s, U_SYMBOL);
+	r->watch = store_column_dup(s, U_WATCH);
+	r->comm = store_column_dup(s, U_COMM);
+	r->thread = store_column_dup(s, U_THREAD);
+	r->symbol = store_column_dup(s, U_SYMBOL);
 	if (!r->watch || !r->comm || !r->thread || !r->symbol)
 		return -ENOMEM;
 	u->watch = r->watch;
@@ -387,9 +380,10 @@ static int window_end(struct store *st, int64_t t_us, bool min, int64_t *id)
 		return 0;
 	}
 	snprintf(sql, sizeof sql, min ?
-	         "SELECT coalesce((SELECT id FROM cycles WHERE time >= %lld ORDER BY time, id LIMIT 1), 0)" :
-	         "SELECT coalesce((SELECT id FROM cycles WHERE time < %lld ORDER BY time DESC, id DESC"
-	         " LIMIT 1), -1)", (long long)t_us);
+	         "SELECT coalesce((SELECT id FROM cycles WHERE time >= %lld"
+	         " ORDER BY time, id LIMIT 1), 0)" :
+	         "SELECT coalesce((SELECT id FROM cycles WHERE time < %lld"
+	         " ORDER BY time DESC, id DESC LIMIT 1), -1)", (long long)t_us);
 	return store_query_one(st, sql, "cannot read the history", id, NULL, 0);
 }
 

@@ -95,6 +95,10 @@ int store_exec(struct store *st, const char *sql, const char *what);
 int store_query_one(struct store *st, const char *sql, const char *what, int64_t *num,
                     char *buf, size_t buflen);
 
+/* store.c.  A copy of text column COL of the row S is on, "" for NULL;
+ * NULL only when out of memory. */
+char *store_column_dup(sqlite3_stmt *s, int col);
+
 /* store_write.c.  After a failure E inside the cycle's transaction: SQLite
  * may have rolled the whole transaction back itself (SQLITE_FULL, IOERR,
  * NOMEM can); then the rest of the cycle must not run in autocommit mode,

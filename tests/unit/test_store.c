@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/unit/sql_fixture.h"
 #include "tests/unit/tmpdir.h"
 
 #include "cpumond/store.h"
@@ -54,22 +55,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* One integer from SQL run on PATH through a connection of the test's own. */
-static int64_t q_int(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *s = NULL;
-	int64_t v = -1;
-
-	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	v = sqlite3_column_int64(s, 0);
-	assert_int_equal(sqlite3_finalize(s), SQLITE_OK);
-	assert_int_equal(sqlite3_close(db), SQLITE_OK);
-	return v;
-}
-
 static void q_text(const char *path, const char *sql, char *buf, size_t len)
 {
 	sqlite3 *db = NULL;
@@ -80,15 +65,6 @@ static void q_text(const char *path, const char *sql, char *buf, size_t len)
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 	snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
 	assert_int_equal(sqlite3_finalize(s), SQLITE_OK);
-	assert_int_equal(sqlite3_close(db), SQLITE_OK);
-}
-
-static void q_exec(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_close(db), SQLITE_OK);
 }
 

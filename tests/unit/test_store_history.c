@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/unit/sql_fixture.h"
 #include "tests/unit/tmpdir.h"
 
 #include "cpumond/store.h"
@@ -53,30 +54,6 @@ static struct store *open_db(const char *path, bool writable)
 	if (e < 0)
 		fail_msg("store_open(%s): %d %s", path, e, err);
 	return st;
-}
-
-static int64_t q_int(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *s = NULL;
-	int64_t v;
-
-	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	v = sqlite3_column_int64(s, 0);
-	assert_int_equal(sqlite3_finalize(s), SQLITE_OK);
-	assert_int_equal(sqlite3_close(db), SQLITE_OK);
-	return v;
-}
-
-static void q_exec(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_close(db), SQLITE_OK);
 }
 
 static struct store_usage row(const char *watch, pid_t pid, const char *comm, pid_t tid,
