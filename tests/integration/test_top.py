@@ -239,6 +239,61 @@ def test_terminal(s, tmp):
         tmux.kill()
 
 
+def pane_modes(tmux, name):
+    """The words of `stty -a` of session NAME's terminal, read from outside."""
+    tty = tmux("display-message", "-p", "-t", name, "#{pane_tty}").stdout.strip()
+    p = subprocess.run(["stty", "-a", "-F", tty], capture_output=True, text=True, timeout=10)
+    return p.stdout.split()
+
+
+def process_state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return None
+
+
+def test_suspend(s, tmp):
+    """Ctrl-Z under a shell with job control gives the terminal back while
+    top is stopped; fg takes it again (raw, the view drawn) and q still
+    quits."""
+    bash = shutil.which("bash")
+    if not TMUX or not bash:
+        skip("top on Ctrl-Z", "tmux or bash is not installed")
+        return
+    tmux = Tmux(tmp, "suspend")
+    # Job control (set -m): top runs in a process group of its own, which
+    # a stop signal stops (the kernel ignores it in an orphaned group, a
+    # pane's own process: there top just goes on); once it stopped, bash
+    # reads a line, then continues it in the foreground.
+    script = f"set -m; {shlex.quote(s.cpumond)} top -d {shlex.quote(s.db)}; read line; fg"
+    try:
+        tmux("new-session", "-d", "-s", "susp", "-x", "120", "-y", "30", bash, "-c", script)
+        if not check("top on Ctrl-Z: the view is up",
+                     poll(lambda: f"/{s.hot} " in tmux.screen("susp"), 30, 0.1),
+                     tmux.screen("susp")):
+            return
+        pid = child_of(int(tmux("display-message", "-p", "-t", "susp", "#{pane_pid}").stdout))
+        raw = pane_modes(tmux, "susp")
+        check("top on Ctrl-Z: raw mode while it runs", "-icanon" in raw and "-echo" in raw, raw)
+        tmux("send-keys", "-t", "susp", "C-z")
+        stopped = poll(lambda: process_state(pid) == "T", 10, 0.05)
+        modes = pane_modes(tmux, "susp")
+        check("top on Ctrl-Z: stopped, the terminal's modes given back",
+              stopped and "icanon" in modes and "echo" in modes,
+              (process_state(pid), [m for m in modes if m.endswith(("icanon", "echo"))]))
+        tmux("send-keys", "-t", "susp", "Enter")
+        again = poll(lambda: "-icanon" in pane_modes(tmux, "susp"), 10, 0.05)
+        check("top after fg: raw again, the view drawn", again and
+              poll(lambda: f"/{s.hot} " in tmux.screen("susp"), 10, 0.1), tmux.screen("susp"))
+        tmux("send-keys", "-t", "susp", "q")
+        check("top on Ctrl-Z: q still quits",
+              poll(lambda: process_state(pid) in (None, "Z"), 10, 0.05), process_state(pid))
+    finally:
+        tmux.kill()
+
+
 def test_waits(s, tmp):
     """In a terminal, a database that is not there yet is waited for: the
     screen says so, and the cycles show once it comes."""
@@ -291,7 +346,7 @@ def main():
         run([test_once, test_command_line], s)
         # The terminal's tests start once the daemon has written a cycle.
         poll(s.first_row_is_hot, 30, 0.2)
-        run([test_terminal, test_waits], s, tmp)
+        run([test_terminal, test_suspend, test_waits], s, tmp)
     finally:
         s.stop()
         shutil.rmtree(tmp, ignore_errors=True)
