@@ -125,11 +125,14 @@ def test_command_line(s):
 class Tmux:
     """A tmux server of its own (a private socket NAME, no configuration
     file): one a test, since a server killed may still be going when the
-    next test starts one."""
+    next test starts one.  A session of its own keeps it up between the
+    test's sessions: a server whose last session ended exits, and a
+    session started then fails ("server exited unexpectedly")."""
 
     def __init__(self, tmp, name):
         self.base = [TMUX, "-u", "-L", f"cpumond-top-{os.getpid()}-{name}", "-f", "/dev/null"]
         self.tmp = tmp
+        self("new-session", "-d", "-s", "keep", "cat")
 
     def __call__(self, *args):
         return subprocess.run(self.base + list(args), capture_output=True, text=True, timeout=10)
