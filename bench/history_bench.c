@@ -206,8 +206,9 @@ static int run_cost(const char *path, long rounds, int kept, int threads)
 	struct watch_proc proc = { .pid = getpid(), .watch = 0, .comm = "history_bench" };
 	const struct sampler_thread *got;
 	struct sampler_thread *fake = NULL;
-	struct record *rec = NULL;
-	struct store *st = NULL;
+	struct record *rec = NULL, *rec_off = NULL;
+	struct store *st = NULL, *st_off = NULL;
+	char off_path[4096];
 	char err[512];
 	size_t n = 0;
 	pthread_t tid;
@@ -219,12 +220,18 @@ static int run_cost(const char *path, long rounds, int kept, int threads)
 			perror("pthread_create");
 			return 1;
 		}
+	/* Each its own record and database: one record switched between the
+	 * two would close the kept descriptors at every round. */
+	snprintf(off_path, sizeof off_path, "%s.off", path);
 	unlink(path);
-	if (store_open(path, true, &st, err, sizeof err) < 0) {
+	unlink(off_path);
+	if (store_open(path, true, &st, err, sizeof err) < 0 ||
+	    store_open(off_path, true, &st_off, err, sizeof err) < 0) {
 		fprintf(stderr, "history_bench: %s\n", err);
 		return 1;
 	}
 	rec = record_new(st, on, mx);
+	rec_off = record_new(st_off, off, mx);
 	for (int m = 0; m < NMODES; m++) {
 		cpu[m] = calloc((size_t)rounds, sizeof **cpu);
 		wall[m] = calloc((size_t)rounds, sizeof **wall);
@@ -232,7 +239,7 @@ static int run_cost(const char *path, long rounds, int kept, int threads)
 			return 1;
 	}
 	/* Two cycles first: the second has usages. */
-	if (!rec || sampler_cycle(sm, &proc, 1, &got, &n) < 0 || sampler_cycle(sm, &proc, 1, &got, &n) < 0)
+	if (!rec || !rec_off || sampler_cycle(sm, &proc, 1, &got, &n) < 0 || sampler_cycle(sm, &proc, 1, &got, &n) < 0)
 		return 1;
 	for (long r = 0; r < rounds; r++) {
 		for (int k = 0; k < NMODES; k++) {
@@ -253,9 +260,8 @@ static int run_cost(const char *path, long rounds, int kept, int threads)
 				break;
 			case M_OFF:
 			case M_ON:
-				record_configure(rec, m == M_ON ? on : off);
-				record_history(rec, &proc, fake, n, cap);
-				record_flush(rec);
+				record_history(m == M_ON ? rec : rec_off, &proc, fake, n, cap);
+				record_flush(m == M_ON ? rec : rec_off);
 				break;
 			case M_EVENT:
 				if (event_tx(st, clock_real_us()) < 0) {
@@ -275,6 +281,8 @@ static int run_cost(const char *path, long rounds, int kept, int threads)
 		       pct_us(cpu[m], rounds, 0.5), pct_us(cpu[m], rounds, 0.9),
 		       pct_us(wall[m], rounds, 0.5), pct_us(wall[m], rounds, 0.9));
 	record_free(rec);           /* closes the store */
+	record_free(rec_off);
+	unlink(off_path);
 	capture_free(cap);
 	metrics_free(mx);
 	sampler_free(sm);

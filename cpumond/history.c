@@ -18,7 +18,6 @@
 struct stat_fd {
 	uint64_t key;
 	int fd;
-	bool used;               /* read this cycle; the others are closed */
 };
 
 struct history {
@@ -131,8 +130,28 @@ static bool grow(struct history *h, size_t n)
 	return true;
 }
 
-/* Thread X's stat, through its kept descriptor (opened on first use).
- * Returns 0 or -errno (-ESRCH: it is gone). */
+/* Keeps the descriptors of the KEPT threads of T that history_select
+ * picked, closes the others' (their threads were not kept or are gone):
+ * afterwards there is room for every kept thread's. */
+static void keep_fds(struct history *h, const struct sampler_thread *t, size_t kept)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < h->nfds; i++) {
+		bool keep = false;
+
+		for (size_t k = 0; k < kept && !keep; k++)
+			keep = t[h->picked[k]].key == h->fds[i].key;
+		if (keep)
+			h->fds[n++] = h->fds[i];
+		else
+			close(h->fds[i].fd);
+	}
+	h->nfds = n;
+}
+
+/* Thread X's stat, through its kept descriptor (opened on first use; after
+ * keep_fds there is room).  Returns 0 or -errno (-ESRCH: it is gone). */
 static int read_stat(struct history *h, const struct sampler_thread *x, struct procfs_stat *st)
 {
 	struct stat_fd *f = NULL;
@@ -147,31 +166,14 @@ static int read_stat(struct history *h, const struct sampler_thread *x, struct p
 
 		if (fd < 0)
 			return fd;
-		f = &h->fds[h->nfds++];     /* room: nfds <= kept threads <= cap */
+		f = &h->fds[h->nfds++];
 		*f = (struct stat_fd){ .key = x->key, .fd = fd };
 	}
-	f->used = true;
 	len = pread(f->fd, buf, sizeof buf - 1, 0);
 	if (len <= 0)
 		return len < 0 ? -errno : -ESRCH;   /* an exited thread's reads fail */
 	buf[len] = '\0';
 	return procfs_parse_stat(buf, st);
-}
-
-/* Closes the descriptors of the threads not kept this cycle. */
-static void sweep_fds(struct history *h)
-{
-	size_t kept = 0;
-
-	for (size_t i = 0; i < h->nfds; i++) {
-		if (h->fds[i].used) {
-			h->fds[i].used = false;
-			h->fds[kept++] = h->fds[i];
-		} else {
-			close(h->fds[i].fd);
-		}
-	}
-	h->nfds = kept;
 }
 
 size_t history_collect(struct history *h, const struct config *cfg, const struct watch_proc *procs,
@@ -181,8 +183,10 @@ size_t history_collect(struct history *h, const struct config *cfg, const struct
 	size_t kept;
 
 	*rows = NULL;
-	if (cfg->history_threads == 0 || n == 0)
+	if (cfg->history_threads == 0 || n == 0) {
+		keep_fds(h, t, 0);
 		return 0;
+	}
 	if (!grow(h, n)) {
 		if (!h->said_nomem)
 			log_msg(LOG_ERR, "out of memory: the usage history misses cycles");
@@ -193,6 +197,7 @@ size_t history_collect(struct history *h, const struct config *cfg, const struct
 	*rows = h->rows;       /* after grow, which may move them */
 	kept = history_select(t, n, procs, cfg->history_threads, cfg->history_floor, episode, ctx,
 	                      h->picked);
+	keep_fds(h, t, kept);
 	for (size_t i = 0; i < kept; i++) {
 		const struct sampler_thread *x = &t[h->picked[i]];
 		const struct watch_proc *p = &procs[x->proc];
@@ -212,6 +217,5 @@ size_t history_collect(struct history *h, const struct config *cfg, const struct
 			.episode = episode && episode(x->tid, ctx),
 		};
 	}
-	sweep_fds(h);
 	return kept;
 }

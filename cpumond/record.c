@@ -165,10 +165,13 @@ void record_history(struct record *r, const struct watch_proc *procs,
                     const struct sampler_thread *threads, size_t n, const struct capture *c)
 {
 	r->cycle_pending = false;
-	if (r->cfg->history_threads == 0 || !r->history)
+	if (!r->history)
 		return;
+	/* Also with the history off: it closes what it kept open. */
 	r->ncycle_rows = history_collect(r->history, r->cfg, procs, threads, n, in_episode, c,
 	                                 &r->cycle_rows);
+	if (r->cfg->history_threads == 0)
+		return;
 	r->cycle = (struct store_cycle){ .time_us = clock_real_us(),
 	                                 .interval_ms = (int)r->cfg->interval_ms,
 	                                 .threads = (unsigned)n };

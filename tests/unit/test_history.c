@@ -1,5 +1,7 @@
 /* history: which threads of a cycle the usage history keeps
- * (history_select), per watch, over the floor, with episodes beyond. */
+ * (history_select), per watch, over the floor, with episodes beyond; the
+ * rows history_collect makes of this test's own thread, and the stat
+ * descriptors it keeps only while their threads are kept. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -8,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <unistd.h>
 #include <cmocka.h>
 
+#include "config/config.h"
 #include "cpumond/history.h"
 
 /* Two processes of watch 0 and one of watch 1. */
@@ -91,12 +96,77 @@ static void test_episodes_kept(void **state)
 	kept(t, 5, 0, 100, episodes, "");
 }
 
+static size_t open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	size_t n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* This thread, as the sampler would give it under KEY. */
+static struct sampler_thread self(uint64_t key, int usage)
+{
+	return (struct sampler_thread){ .pid = getpid(), .tid = gettid(), .proc = 0, .key = key,
+	                                .usage = usage, .run_delay = 3 };
+}
+
+/* Rows of a real thread: its name and state from /proc; a kept set that
+ * changes whole from one cycle to the next (new keys: other threads) keeps
+ * no more descriptors than threads kept, and none with the history off. */
+static void test_collect(void **state)
+{
+	struct config cfg;
+	struct history *h = history_new();
+	const struct store_usage *rows;
+	struct sampler_thread t[2] = { self(1, 500), self(2, 400) };
+	char name[64] = "";
+	size_t fds0 = open_fds();
+	FILE *f;
+
+	(void)state;
+	assert_non_null(h);
+	assert_int_equal(config_parse_string("[cpumond]\n[watch w]\nall = yes\n", "t.conf", &cfg,
+	                                     stderr), 0);
+	f = fopen("/proc/thread-self/comm", "r");
+	assert_non_null(f);
+	assert_non_null(fgets(name, sizeof name, f));
+	fclose(f);
+	name[strcspn(name, "\n")] = '\0';
+	assert_int_equal(history_collect(h, &cfg, procs, t, 2, NULL, NULL, &rows), 2);
+	assert_string_equal(rows[0].thread, name);
+	assert_string_equal(rows[0].comm, "a");
+	assert_string_equal(rows[0].watch, "w");
+	assert_int_equal(rows[0].state, 'R');       /* it is running: it reads its stat */
+	assert_int_equal(rows[0].usage, 500);
+	assert_int_equal(rows[0].run_delay, 3);
+	assert_int_equal(rows[0].threshold, 800);
+	assert_false(rows[0].episode);
+	assert_int_equal(open_fds(), fds0 + 2);
+	for (uint64_t k = 3; k < 40; k += 2) {      /* new keys each cycle */
+		t[0] = self(k, 500);
+		t[1] = self(k + 1, 400);
+		assert_int_equal(history_collect(h, &cfg, procs, t, 2, NULL, NULL, &rows), 2);
+		assert_int_equal(open_fds(), fds0 + 2);
+	}
+	cfg.history_threads = 0;
+	assert_int_equal(history_collect(h, &cfg, procs, t, 2, NULL, NULL, &rows), 0);
+	assert_int_equal(open_fds(), fds0);
+	history_free(h);
+	config_free(&cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_busiest_per_watch),
 		cmocka_unit_test(test_unmeasured_left_out),
 		cmocka_unit_test(test_episodes_kept),
+		cmocka_unit_test(test_collect),
 	};
 
 	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */
