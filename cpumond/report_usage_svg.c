@@ -14,7 +14,7 @@
 #include "cpumond/report_internal.h"
 
 /* The page, in px: the plot left, the legend right. */
-#define PAGE_W 1200
+#define PAGE_W 1280
 #define PLOT_X 60.0
 #define PLOT_Y 70.0
 #define PLOT_W 820.0

@@ -195,7 +195,7 @@ def test_svg(s):
         return
     png = os.path.join(s.tmp, "usage.png")
     subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                    f"--screenshot={png}", "--window-size=1200,520", path],
+                    f"--screenshot={png}", "--window-size=1280,520", path],
                    capture_output=True, timeout=60)
     check("report --usage --svg: headless Chromium draws it", os.path.exists(png), png)
 
