@@ -18,42 +18,9 @@
 #include <cmocka.h>
 
 #include "tests/unit/sql_fixture.h"
-#include "tests/unit/tmpdir.h"
+#include "tests/unit/store_fixture.h"
 
 #include "cpumond/store.h"
-
-/* Each test gets a fresh directory; the database goes one level below it,
- * in a directory store_open has to create. */
-struct fixture {
-	char dir[64];
-	char sub[128];
-	char path[192];
-};
-
-static int setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof *fx);
-
-	if (!fx)
-		return -1;
-	if (tmpdir_make(fx->dir, sizeof fx->dir, "test_store") < 0) {
-		free(fx);
-		return -1;
-	}
-	snprintf(fx->sub, sizeof fx->sub, "%s/cpumond", fx->dir);
-	snprintf(fx->path, sizeof fx->path, "%s/log.db", fx->sub);
-	*state = fx;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *fx = *state;
-
-	tmpdir_remove(fx->dir);
-	free(fx);
-	return 0;
-}
 
 static void q_text(const char *path, const char *sql, char *buf, size_t len)
 {
@@ -93,17 +60,6 @@ static size_t slurp(const char *path, char *buf, size_t len)
 	n = fread(buf, 1, len, f);
 	assert_int_equal(fclose(f), 0);
 	return n;
-}
-
-static struct store *open_rw(const char *path)
-{
-	struct store *st = NULL;
-	char err[512];
-	int e = store_open(path, true, &st, err, sizeof err);
-
-	if (e < 0)
-		fail_msg("store_open(%s): %d %s", path, e, err);
-	return st;
 }
 
 /* Three frames of one code path.  Two samples of it differ in the leaf's

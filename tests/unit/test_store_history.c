@@ -14,47 +14,9 @@
 #include <cmocka.h>
 
 #include "tests/unit/sql_fixture.h"
-#include "tests/unit/tmpdir.h"
+#include "tests/unit/store_fixture.h"
 
 #include "cpumond/store.h"
-
-struct fixture {
-	char dir[64];
-	char path[128];
-};
-
-static int setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof *fx);
-
-	if (!fx || tmpdir_make(fx->dir, sizeof fx->dir, "test_store_history") < 0) {
-		free(fx);
-		return -1;
-	}
-	snprintf(fx->path, sizeof fx->path, "%s/log.db", fx->dir);
-	*state = fx;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *fx = *state;
-
-	tmpdir_remove(fx->dir);
-	free(fx);
-	return 0;
-}
-
-static struct store *open_db(const char *path, bool writable)
-{
-	struct store *st = NULL;
-	char err[512];
-	int e = store_open(path, writable, &st, err, sizeof err);
-
-	if (e < 0)
-		fail_msg("store_open(%s): %d %s", path, e, err);
-	return st;
-}
 
 static struct store_usage row(const char *watch, pid_t pid, const char *comm, pid_t tid,
                               const char *thread, int usage)
@@ -106,7 +68,7 @@ static int note_row(const struct store_usage *u, void *arg)
 static void test_round_trip_and_latest(void **state)
 {
 	struct fixture *fx = *state;
-	struct store *st = open_db(fx->path, true);
+	struct store *st = open_rw(fx->path);
 	struct store_usage a[] = {
 		row("web", 100, "nginx", 101, "worker-1", 300),
 		row("web", 100, "nginx", 102, "worker-2", 950),
@@ -152,7 +114,7 @@ static void test_round_trip_and_latest(void **state)
 	store_close(st);
 
 	/* A reader sees the same. */
-	st = open_db(fx->path, false);
+	st = open_store(fx->path, false);
 	memset(&s, 0, sizeof s);
 	assert_int_equal(store_latest_cycle(st, &c, note_row, &s), 0);
 	assert_int_equal(s.rows, 2);
@@ -165,7 +127,7 @@ static void test_round_trip_and_latest(void **state)
 static void test_window_and_filters(void **state)
 {
 	struct fixture *fx = *state;
-	struct store *st = open_db(fx->path, true);
+	struct store *st = open_rw(fx->path);
 	struct store_usage r[3] = {
 		row("web", 100, "nginx", 101, "w", 500),
 		row("web", 100, "nginx", 102, "w", 600),
@@ -214,7 +176,7 @@ static void test_window_and_filters(void **state)
 static void test_cycle_all_or_nothing(void **state)
 {
 	struct fixture *fx = *state;
-	struct store *st = open_db(fx->path, true);
+	struct store *st = open_rw(fx->path);
 	struct store_usage dup[] = { row("web", 1, "a", 5, "t", 500), row("web", 1, "a", 5, "u", 600) };
 	struct store_event ev = { .time_us = 1, .pid = 1, .tid = 5, .usage = 900, .threshold = 800 };
 	struct store_cycle c = { .time_us = 1000, .interval_ms = 3000 };
@@ -244,7 +206,7 @@ static void test_cycle_all_or_nothing(void **state)
 static void test_prune(void **state)
 {
 	struct fixture *fx = *state;
-	struct store *st = open_db(fx->path, true);
+	struct store *st = open_rw(fx->path);
 	const int64_t hour = 3600LL * 1000000;
 	struct store_usage old = row("web", 1, "a", 5, "old", 500);
 	struct store_usage young = row("web", 1, "a", 5, "young", 500);
@@ -290,7 +252,7 @@ static void test_prune(void **state)
 static void test_v4_file(void **state)
 {
 	struct fixture *fx = *state;
-	struct store *st = open_db(fx->path, true);
+	struct store *st = open_rw(fx->path);
 	struct store_usage r = row("web", 1, "a", 5, "t", 500);
 	struct store_filter all = { 0 };
 	struct store_cycle c;
@@ -298,7 +260,7 @@ static void test_v4_file(void **state)
 
 	store_close(st);
 	q_exec(fx->path, TO_V4);
-	st = open_db(fx->path, false);
+	st = open_store(fx->path, false);
 	assert_int_equal(store_latest_cycle(st, &c, note_row, &s), 0);
 	assert_int_equal(c.id, 0);
 	assert_int_equal(store_each_usage_in(st, &all, note_row, &s), 0);
@@ -306,7 +268,7 @@ static void test_v4_file(void **state)
 	store_close(st);
 	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), 4);
 
-	st = open_db(fx->path, true);
+	st = open_rw(fx->path);
 	assert_int_equal(q_int(fx->path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
 	add_cycle(st, 1000, &r, 1);
 	assert_int_equal(store_each_usage_in(st, &all, note_row, &s), 0);
@@ -318,7 +280,7 @@ static void test_v4_file(void **state)
 static void test_names_kept_apart(void **state)
 {
 	struct fixture *fx = *state;
-	struct store *st = open_db(fx->path, true);
+	struct store *st = open_rw(fx->path);
 	struct store_usage r[] = {
 		row("w", 1, "ab", 5, "c", 500), row("w", 1, "a", 6, "bc", 500),
 		row("w", 1, "1:a", 7, "", 500), row("w", 1, "\n<&>\"", 8, "\x7f\x01", 500),
