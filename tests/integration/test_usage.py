@@ -15,8 +15,8 @@ so that the database answers the same questions:
 - a version-4 file (no history tables) is read as it is: no history;
 - --usage with a form or filter it does not take is refused.
 
-A screenshot of the chart needs headless Chromium, which the test machine
-does not have: the test says so (skip) when `chromium` is missing.
+Where `chromium` is installed, headless Chromium draws the chart into a
+PNG (a screenshot); where it is not, the test says so (skip).
 
 Prints "ok - NAME" / "not ok - NAME: why" / "skip - NAME: why" per check and
 ends with "N passed, N failed, N skipped".
