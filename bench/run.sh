@@ -18,11 +18,16 @@
 #  9. what names at read time cost report and tail (bench/names_bench.py):
 #     a database of NAMES_EVENTS events read with the stored names and
 #     with the frames named again from split debug files, alternating
+# 10. the usage history (history_bench): its bytes a day at 1,000 threads
+#     with 10 kept a 3 s cycle, and what it adds to a cycle (on, off)
+#     against sampling and against a cycle's transaction with one event,
+#     HISTORY_ROUNDS rounds in rotating order
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
 # LIBPROC2=1 (adds libproc2's row), NAMES_EVENTS, NAMES_RUNS (section 9),
-# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9").
+# PY_REPS (dumps in section 8), HISTORY_ROUNDS (section 10, 400),
+# SECTIONS (default "1 2 3 4 5 6 8 9 10").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -35,7 +40,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -327,5 +332,19 @@ if has 9; then
 	echo
 	python3 "$HERE/names_bench.py" --build "$B" --events "${NAMES_EVENTS:-10000}" \
 		--runs "${NAMES_RUNS:-7}" || echo "**names_bench failed**"
+	echo
+fi
+
+if has 10; then
+	echo "## 10. Usage history"
+	echo
+	echo "A day of history (28,800 cycles of 10 of 1,000 threads), one transaction a cycle:"
+	echo
+	"$B/bench/history_bench" --size --db "$work/history.db" || echo "**history_bench --size failed**"
+	echo
+	echo "What it adds to a cycle at 1,000 threads, 10 kept, ${HISTORY_ROUNDS:-400} rounds in rotating order (sample: sampler_cycle; off/on: record_history + record_flush with history_threads 0 / 10; event: a cycle's transaction with one 20-frame event):"
+	echo
+	"$B/bench/history_bench" --cost --cycles "${HISTORY_ROUNDS:-400}" --db "$work/cost.db" ||
+		echo "**history_bench --cost failed**"
 	echo
 fi

@@ -30,6 +30,8 @@
 #define DEFAULT_MAX_DUMPS_PER_SECOND 100
 #define DEFAULT_RETENTION_MS UINT64_C(1209600000)           /* 14d */
 #define DEFAULT_MAX_DATABASE_SIZE (UINT64_C(256) << 20)      /* 256MiB */
+#define DEFAULT_HISTORY_THREADS 10
+#define DEFAULT_HISTORY_FLOOR 100
 
 /* The upper bounds of the durations keep "now + interval" and "now +
  * cooldown" far from overflow in the modules that add them to a clock. */
@@ -49,6 +51,8 @@
 #define SAMPLE_INTERVAL_MAX_MS 10000
 #define EPISODE_SAMPLES_MAX 1000
 #define MAX_DUMPS_PER_SECOND_MAX 10000
+/* A cycle of 1,000 kept threads is 28 KB of history (bench/README.md). */
+#define HISTORY_THREADS_MAX 1000
 #define RETENTION_MAX_MS UINT64_C(315360000000)             /* 10 years */
 /* Below 1 MiB a few episodes would push every older event out. */
 #define MAX_DATABASE_SIZE_MIN (UINT64_C(1) << 20)
@@ -62,7 +66,7 @@ enum key {
 	KEY_INTERVAL, KEY_THRESHOLD, KEY_CONSECUTIVE, KEY_COOLDOWN, KEY_DATABASE,
 	KEY_MAX_FRAMES, KEY_SAMPLE_INTERVAL, KEY_EPISODE_SAMPLES, KEY_MAX_DUMPS_PER_SECOND,
 	KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE, KEY_EVENT_LOG,
-	KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
+	KEY_HISTORY_THREADS, KEY_HISTORY_FLOOR, KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
 	KEY_USER, KEY_UNIT, KEY_CGROUP, KEY_ALL, NKEYS
 };
 #define FIRST_SELECTOR KEY_PID
@@ -87,6 +91,8 @@ static const struct {
 	[KEY_JOURNAL] = { "journal", true, false, false },
 	[KEY_METRICS_FILE] = { "metrics_file", true, false, false },
 	[KEY_EVENT_LOG] = { "event_log", true, false, false },
+	[KEY_HISTORY_THREADS] = { "history_threads", true, false, false },
+	[KEY_HISTORY_FLOOR] = { "history_floor", true, false, false },
 	[KEY_IGNORE] = { "ignore", false, false, true },
 	[KEY_PID] = { "pid", false, true, false },
 	[KEY_PIDFILE] = { "pidfile", false, true, false },
@@ -399,6 +405,16 @@ static int set_global(struct parser *p, enum key key, const char *value)
 			return -EINVAL;
 		c->max_dumps_per_second = (int)n;
 		return 0;
+	case KEY_HISTORY_THREADS:
+		if (get_int(p, key, value, 0, HISTORY_THREADS_MAX, &n) < 0)
+			return -EINVAL;
+		c->history_threads = (int)n;
+		return 0;
+	case KEY_HISTORY_FLOOR:
+		if (get_int(p, key, value, 0, THRESHOLD_MAX, &n) < 0)
+			return -EINVAL;
+		c->history_floor = (int)n;
+		return 0;
 	case KEY_RETENTION:
 		return get_duration(p, key, value, 0, RETENTION_MAX_MS, &c->retention_ms);
 	case KEY_MAX_DATABASE_SIZE:
@@ -606,8 +622,8 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 	else if (key == NKEYS && global)
 		report(p, p->lineno, "%s: unknown key (expected interval, threshold, consecutive, "
 		       "cooldown, database, max_frames, sample_interval, episode_samples, "
-		       "max_dumps_per_second, retention, max_database_size, journal, metrics_file "
-		       "or event_log)", name);
+		       "max_dumps_per_second, retention, max_database_size, journal, metrics_file, "
+		       "event_log, history_threads or history_floor)", name);
 	else if (key == NKEYS && in_report)
 		report(p, p->lineno, "%s: unknown key (expected ignore)", name);
 	else if (key == NKEYS)
@@ -817,6 +833,8 @@ static int parse_stream(FILE *in, const char *name, struct config *cfg, FILE *er
 		.retention_ms = DEFAULT_RETENTION_MS,
 		.max_database_size = DEFAULT_MAX_DATABASE_SIZE,
 		.journal = true,
+		.history_threads = DEFAULT_HISTORY_THREADS,
+		.history_floor = DEFAULT_HISTORY_FLOOR,
 	};
 	struct parser p = { .name = name, .in = in, .errors = errors, .cfg = &c };
 	char buf[128];
@@ -915,6 +933,8 @@ void config_print(const struct config *cfg, FILE *out)
 		put_string(out, "metrics_file", cfg->metrics_file);
 	if (cfg->event_log)
 		put_string(out, "event_log", cfg->event_log);
+	fprintf(out, "history_threads = %d\n", cfg->history_threads);
+	fprintf(out, "history_floor = %d\n", cfg->history_floor);
 	if (cfg->report_ignore) {
 		fprintf(out, "\n[report]\n");
 		put_string(out, "ignore", cfg->report_ignore);

@@ -57,6 +57,10 @@ struct config {
 	                           default yes */
 	char *metrics_file;     /* Prometheus text file rewritten every cycle; NULL: none */
 	char *event_log;        /* JSON lines, one per event; NULL: none */
+	int history_threads;    /* usage history: threads kept per watch a cycle, 0..1000,
+	                           default 10; 0: no history */
+	int history_floor;      /* permille a thread must be over to be kept, 0..1000,
+	                           default 100; also the gate when lower than a threshold */
 	char *report_ignore;    /* [report] ignore = REGEX, as written; NULL when unset */
 	regex_t report_ignore_re; /* REG_EXTENDED|REG_NOSUB; valid when report_ignore */
 	struct watch_config *watches;

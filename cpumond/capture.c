@@ -139,7 +139,7 @@ static bool take_dump_token(struct capture *c, uint64_t now_ms)
 	return true;
 }
 
-static bool episode_running(const struct capture *c, pid_t tid)
+bool capture_in_episode(const struct capture *c, pid_t tid)
 {
 	for (size_t i = 0; i < c->nactive; i++)
 		if (c->active[i]->ep.tid == tid)
@@ -187,7 +187,7 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
 	struct procfs_status status;
 	bool go_on;
 
-	if (episode_running(c, t->tid) || !(ev = event_new(c, proc, t, wc)))
+	if (capture_in_episode(c, t->tid) || !(ev = event_new(c, proc, t, wc)))
 		return;
 	/* Dump first: the sooner the thread is caught, the likelier it is still
 	 * in the code that made it hot. */

@@ -83,6 +83,10 @@ void capture_sample(struct capture *c, uint64_t now_ms);
  * episode runs. */
 uint64_t capture_next_ms(const struct capture *c);
 
+/* Whether thread TID has an episode under way (at most
+ * max_dumps_per_second are: a linear search). */
+bool capture_in_episode(const struct capture *c, pid_t tid);
+
 /* Detaches the threads that stopped after their dump gave up on them;
  * never blocks.  Once a cycle. */
 void capture_poll(struct capture *c);

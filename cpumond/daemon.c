@@ -112,6 +112,7 @@ static void run_cycle(struct daemon *d)
 	}
 	trigger_sweep(d->trigger);
 	capture_poll(d->capture);    /* detach threads that stopped late */
+	record_history(d->record, procs, threads, nthreads, d->capture);
 	record_flush(d->record);
 	record_prune(d->record, now);
 	d->cycles++;

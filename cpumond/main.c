@@ -19,6 +19,7 @@
 #include "cpumond/log.h"
 #include "cpumond/report.h"
 #include "cpumond/tail.h"
+#include "cpumond/top.h"
 #include "stackdump/symbolize.h"
 
 static void usage(FILE *out)
@@ -26,11 +27,15 @@ static void usage(FILE *out)
 	fprintf(out,
 	        "usage: cpumond [-c FILE] [-d DB] [-v] [--cycles N]   run the daemon in the foreground\n"
 	        "       cpumond tail [-c FILE | -d DB] [-n N] [-f] [--json] [NAMES]\n"
+	        "       cpumond top [-c FILE | -d DB] [-n N] [--watch NAME] [--once]\n"
 	        "       cpumond report [-c FILE] [-d DB]... [--since T] [--until T] [--watch NAME]\n"
 	        "                      [--process COMM] [--pid PID] [--thread NAME] [--host HOST]\n"
 	        "                      [--unit GLOB] [--cgroup REGEX] [--top N]\n"
 	        "                      [--by exact|signature|top-frame|entry] [--ignore REGEX]\n"
-	        "                      [--json | --folded | --svg FILE] [NAMES]\n"
+	        "                      [--json | --folded | --svg FILE | --pprof FILE] [NAMES]\n"
+	        "       cpumond report --usage [-c FILE] [-d DB]... [--since T] [--until T]\n"
+	        "                      [--watch NAME] [--process COMM] [--pid PID] [--thread NAME]\n"
+	        "                      [--top N] [--json | --svg FILE]\n"
 	        "       cpumond check-config [-c FILE]\n"
 	        "       cpumond doctor [-c FILE]       can it read and ptrace what it watches\n"
 	        "       cpumond --help | --version\n"
@@ -43,6 +48,11 @@ static void usage(FILE *out)
 	        "  -n, --lines N       tail: print the last N events first (default 10)\n"
 	        "  -f, --follow        tail: then print new events as they are logged\n"
 	        "      --json          tail: one JSON object per line\n"
+	        "  -n, --lines N       top: at most N threads (default: all, or as many as fit)\n"
+	        "      --watch NAME    top: start with that watch's threads only (key w: the next)\n"
+	        "      --once          top: print the latest cycle once as plain lines, as it does\n"
+	        "                      when stdout is no terminal\n"
+	        "                      top's keys: u by usage, d by run delay, w next watch, q quit\n"
 	        "      --since T       report: from T: 30m, 1h, 2d ago or 2026-11-29T13:04:05Z\n"
 	        "      --until T       report: up to T (excluded); default: now\n"
 	        "      --watch NAME, --process COMM, --pid PID, --thread NAME, --host HOST\n"
@@ -58,6 +68,9 @@ static void usage(FILE *out)
 	        "      --json          report: one JSON object per group\n"
 	        "      --folded        report: every sample as folded stacks for flame graphs\n"
 	        "      --svg FILE      report: an interactive flame graph\n"
+	        "      --pprof FILE    report: the samples as a gzipped pprof profile\n"
+	        "      --usage         report: the busiest threads of the usage history instead\n"
+	        "                      (--top N threads, default 10; --json; --svg FILE a chart)\n"
 	        "NAMES, how tail and report name frames at read time (from the modules, their\n"
 	        "debug files, and debuginfod servers when DEBUGINFOD_URLS names some):\n"
 	        "      --debug-dir DIR look for debug files in DIR too (repeated), before\n"
@@ -275,6 +288,60 @@ static int cmd_tail(int argc, char **argv)
 	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
 
+/* `cpumond top`: the latest cycle's threads, live. */
+static int cmd_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "database", required_argument, NULL, 'd' },
+		{ "lines", required_argument, NULL, 'n' },
+		{ "watch", required_argument, NULL, 'w' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct top_options opt = { 0 };
+	const char *config_path = NULL;
+	struct config cfg = { 0 };
+	long rows;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "c:d:n:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config_path = optarg; break;
+		case 'd': opt.database = optarg; break;
+		case 'n':
+			if (parse_count(optarg, &rows) < 0) {
+				fprintf(stderr, "cpumond: top: -n: '%s' is not a count\n", optarg);
+				return EXIT_USAGE;
+			}
+			opt.rows = (int)rows;
+			break;
+		case 'w': opt.watch = optarg; break;
+		case 'o': opt.once = true; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "cpumond: top: unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (config_path && opt.database) {
+		fprintf(stderr, "cpumond: top: give -c or -d, not both\n");
+		return EXIT_USAGE;
+	}
+	if (!opt.database) {
+		rc = load_reader_config("top", config_path, &cfg);
+		if (rc != EXIT_OK)
+			return rc;
+		opt.database = cfg.database ? cfg.database : CONFIG_DEFAULT_DATABASE;
+	}
+	rc = top_run(&opt) < 0 ? EXIT_RUNTIME : EXIT_OK;
+	config_free(&cfg);
+	return rc;
+}
+
 /* `cpumond report`.  Every time is read against one clock reading, so that
  * --since 2h --until 1h is exactly one hour. */
 static int cmd_report(int argc, char **argv)
@@ -297,6 +364,8 @@ static int cmd_report(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "folded", no_argument, NULL, 'F' },
 		{ "svg", required_argument, NULL, 'g' },
+		{ "pprof", required_argument, NULL, 'G' },
+		{ "usage", no_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		NAMES_OPTIONS,
 		{ 0 },
@@ -370,6 +439,8 @@ static int cmd_report(int argc, char **argv)
 		case 'j': opt.json = true; break;
 		case 'F': opt.folded = true; break;
 		case 'g': opt.svg_path = optarg; break;
+		case 'G': opt.pprof_path = optarg; break;
+		case 'Y': opt.usage = true; break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: usage(stderr); return EXIT_USAGE;
 		}
@@ -378,8 +449,13 @@ static int cmd_report(int argc, char **argv)
 		fprintf(stderr, "cpumond: report: unexpected argument '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}
-	if (opt.json + opt.folded + (opt.svg_path != NULL) > 1) {
-		fprintf(stderr, "cpumond: report: give one of --json, --folded and --svg\n");
+	if (opt.json + opt.folded + (opt.svg_path != NULL) + (opt.pprof_path != NULL) > 1) {
+		fprintf(stderr, "cpumond: report: give one of --json, --folded, --svg and --pprof\n");
+		return EXIT_USAGE;
+	}
+	if (opt.usage && (opt.folded || opt.pprof_path || opt.host || opt.unit || opt.cgroup)) {
+		fprintf(stderr, "cpumond: report: --usage takes no --folded, --pprof, --host, --unit"
+		        " or --cgroup (the usage history has no stacks and no origin)\n");
 		return EXIT_USAGE;
 	}
 	if (opt.since_us && opt.until_us && opt.since_us >= opt.until_us) {
@@ -422,6 +498,7 @@ static int cmd_report(int argc, char **argv)
 		if (!ignore && cfg.report_ignore)
 			opt.ignore = &cfg.report_ignore_re;
 	}
+	opt.sample_interval_ms = cfg.sample_interval_ms;   /* 0 without a configuration */
 	opt.names = open_names(&names);
 	rc = report_run(&opt, stdout) < 0 ? EXIT_RUNTIME : EXIT_OK;
 	symbolize_close(opt.names);
@@ -493,6 +570,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "tail") == 0)
 		return cmd_tail(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "top") == 0)
+		return cmd_top(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "check-config") == 0)
 		return cmd_check_config(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "doctor") == 0)

@@ -12,6 +12,7 @@
 
 #include "cpumond/clock.h"
 #include "cpumond/eventfmt.h"
+#include "cpumond/history.h"
 #include "cpumond/log.h"
 #include "cpumond/service.h"
 #include "cpumond/store.h"
@@ -36,6 +37,11 @@ struct record {
 	uint64_t next_prune_ms;          /* when retention runs next */
 	bool pruning;                    /* a retention run is under way */
 	int pruned;                      /* events it deleted so far */
+	struct history *history;         /* the kept threads' rows; NULL when out of memory */
+	bool cycle_pending;              /* record_history gave a cycle to write */
+	struct store_cycle cycle;
+	const struct store_usage *cycle_rows;   /* the history's, valid until its next collect */
+	size_t ncycle_rows;
 };
 
 /* event_log is opened for appending, 0640 like the database. */
@@ -67,6 +73,7 @@ struct record *record_new(struct store *st, const struct config *cfg, struct met
 	r->cfg = cfg;
 	r->metrics = metrics;
 	r->store = st;
+	r->history = history_new();
 	if (gethostname(r->host, sizeof r->host - 1) < 0)
 		snprintf(r->host, sizeof r->host, "unknown");
 	record_reopen(r);
@@ -87,6 +94,7 @@ void record_free(struct record *r)
 	if (r->event_log)
 		fclose(r->event_log);
 	store_close(r->store);
+	history_free(r->history);
 	free(r);
 }
 
@@ -148,19 +156,54 @@ static void event_of(const struct record *r, const struct capture_event *ce,
 	ev->nstacks = ep->nstacks;
 }
 
+static bool in_episode(pid_t tid, const void *ctx)
+{
+	return capture_in_episode(ctx, tid);
+}
+
+void record_history(struct record *r, const struct watch_proc *procs,
+                    const struct sampler_thread *threads, size_t n, const struct capture *c)
+{
+	r->cycle_pending = false;
+	if (!r->history)
+		return;
+	/* Also with the history off: it closes what it kept open. */
+	r->ncycle_rows = history_collect(r->history, r->cfg, procs, threads, n, in_episode, c,
+	                                 &r->cycle_rows);
+	if (r->cfg->history_threads == 0)
+		return;
+	r->cycle = (struct store_cycle){ .time_us = clock_real_us(),
+	                                 .interval_ms = (int)r->cfg->interval_ms,
+	                                 .threads = (unsigned)n };
+	r->cycle_pending = true;
+}
+
+/* The pending cycle into the open transaction.  It goes whether it was
+ * written or not: the next cycle brings its own. */
+static void flush_cycle(struct record *r)
+{
+	if (!r->cycle_pending)
+		return;
+	r->cycle_pending = false;
+	if (store_add_cycle(r->store, &r->cycle, r->cycle_rows, r->ncycle_rows) < 0)
+		store_failed(r, "store the usage history");
+}
+
 void record_flush(struct record *r)
 {
 	size_t added = 0, kept = 0, loglen = 0;
 	char *logbuf = NULL;
 	FILE *lines = NULL;
-	bool failed = false;
+	bool failed = false, had_events = r->nunsaved > 0;
 
-	if (r->nunsaved == 0)
+	if (r->nunsaved == 0 && !r->cycle_pending)
 		return;
 	if (store_begin(r->store) < 0) {
 		store_failed(r, "begin a transaction");
+		r->cycle_pending = false;
 		return;
 	}
+	flush_cycle(r);
 	/* The event log gets the lines once they are committed, with their ids. */
 	if (r->event_log)
 		lines = open_memstream(&logbuf, &loglen);
@@ -212,8 +255,10 @@ void record_flush(struct record *r)
 	r->nunsaved = kept;
 	/* An episode's stack copies and frames are freed now, but glibc keeps
 	 * the pages: give them back, since events are rare and the daemon
-	 * should stay small between them (RSS 6,388 -> see bench/README.md). */
-	malloc_trim(0);
+	 * should stay small between them (RSS 6,388 -> see bench/README.md).
+	 * Not after a cycle of history alone, which freed nothing. */
+	if (had_events)
+		malloc_trim(0);
 }
 
 /* The event's line in the daemon's log; FRAMES is its key stack's summary. */

@@ -1,8 +1,9 @@
 /* record: where a finished event goes, and the daemon's files.
  *
  * An event is logged (one line), sent to the journal, counted, and queued;
- * record_flush writes the queue to the database in one transaction per
- * cycle and then appends the committed events to the event log.  While
+ * record_flush writes the queue, and the cycle's usage history, to the
+ * database in one transaction per cycle and then appends the committed
+ * events to the event log.  While
  * the database cannot be written (a full disk) sampling goes on: the
  * newest RECORD_UNSAVED_MAX events wait in memory, the failure is logged at
  * most once a minute, and the next flush tries again.  Retention and the
@@ -50,8 +51,17 @@ void record_reopen(struct record *r);
  * Takes EV over.  When the queue is full the oldest event goes. */
 void record_event(struct record *r, struct capture_event *ev);
 
-/* Writes the queued events in one transaction, then appends them to the
- * event log; those the database does not take stay queued. */
+/* The cycle's usage history: the threads history.h keeps of THREADS (N,
+ * of PROCS, as sampler_cycle gave them; in episode as C says), with the
+ * cycle's time and interval, for the next record_flush to write in its
+ * transaction.  One cycle waits at most: a cycle the database did not
+ * take is dropped, not queued.  Nothing when history_threads is 0. */
+void record_history(struct record *r, const struct watch_proc *procs,
+                    const struct sampler_thread *threads, size_t n, const struct capture *c);
+
+/* Writes the queued events and the cycle's history (record_history) in
+ * one transaction, then appends the events to the event log; events the
+ * database does not take stay queued. */
 void record_flush(struct record *r);
 
 /* One batch of retention when it is due at NOW_MS (monotonic): events past

@@ -1,11 +1,15 @@
 /* report: the command `cpumond report` -- its arguments (--by, --since and
  * --until) and report_run, which reads the window (report_read.c), groups
  * and ranks it (report_aggregate.c) and writes one output form
- * (report_table.c, report_json.c, report_folded.c, report_svg.c). */
+ * (report_table.c, report_json.c, report_folded.c, report_svg.c,
+ * report_pprof.c), or with --usage reads the usage history
+ * (report_read.c) into report_usage.h's ranking and writes its table,
+ * JSON or chart. */
 #include "cpumond/report.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -187,12 +191,106 @@ void report_put_local(int64_t t_us, bool zone, FILE *out)
 	fputs(buf, out);
 }
 
-int report_run(const struct report_options *opt, FILE *out)
+int report_open_output(const char *path, FILE *out, FILE **file)
+{
+	*file = out;
+	if (strcmp(path, "-") == 0)
+		return 0;
+	*file = fopen(path, "we");
+	if (*file)
+		return 0;
+	log_errno(LOG_ERR, errno, "cannot write %s", path);
+	return -errno;
+}
+
+int report_close_output(FILE *file, FILE *out, const char *path, int e)
+{
+	if (file != out && fclose(file) != 0 && e == 0)
+		e = -errno;
+	if (e < 0)
+		log_errno(LOG_ERR, -e, "cannot write %s", path);
+	return e;
+}
+
+/* The chart's subtitle: what it shows of the window, and the filters. */
+static char *usage_subtitle(const struct report_options *opt, const struct report_usage *u,
+                            size_t top)
+{
+	struct usage_totals t;
+	char *text = NULL;
+	size_t len = 0, n;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return NULL;
+	report_usage_totals(u, &t);
+	n = top && top < t.threads ? top : t.threads;
+	fprintf(f, "the busiest %zu of %zu %s kept in the usage history, %zu %s", n, t.threads,
+	        log_plural(t.threads, "thread", "threads"), t.events,
+	        log_plural(t.events, "event", "events"));
+	if (t.rows) {
+		fputs(", from ", f);
+		report_put_local(t.first_us, false, f);
+		fputs(" to ", f);
+		report_put_local(t.last_end_us, true, f);
+	}
+	report_put_filter(opt, f);
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* --usage: the window's usage history as a table, JSON or a chart. */
+static int run_usage(const struct report_options *opt, FILE *out)
+{
+	size_t top = opt->top < 0 ? (opt->json && !opt->svg_path ? 0 : TOP_DEFAULT)
+	                          : (size_t)opt->top;
+	struct report_usage *u;
+	char *subtitle = NULL;
+	FILE *file;
+	int e;
+
+	if (report_usage_new(&u) < 0) {
+		log_msg(LOG_ERR, "out of memory");
+		return -ENOMEM;
+	}
+	if ((e = report_read_usage(opt, u)) < 0)
+		goto out;
+	if ((e = report_usage_finish(u)) < 0) {
+		log_msg(LOG_ERR, "cannot rank the threads: out of memory");
+		goto out;
+	}
+	if (!opt->svg_path) {
+		if (opt->json)
+			report_usage_print_json(u, top, out);
+		else
+			report_usage_print_table(u, top, out);
+		goto out;
+	}
+	if (!(subtitle = usage_subtitle(opt, u, top))) {
+		log_msg(LOG_ERR, "out of memory");
+		e = -ENOMEM;
+		goto out;
+	}
+	if ((e = report_open_output(opt->svg_path, out, &file)) < 0)
+		goto out;
+	e = report_usage_write_svg(u, top, opt->since_us, opt->until_us, "cpumond: thread usage",
+	                           subtitle, file);
+	e = report_close_output(file, out, opt->svg_path, e);
+out:
+	free(subtitle);
+	report_usage_free(u);
+	return e;
+}
+
+/* The events' stacks, grouped and ranked, in one of the output forms. */
+static int run_events(const struct report_options *opt, FILE *out)
 {
 	struct report *r;
 	int e;
 
-	tzset();
 	if (report_new(opt->by, opt->ignore, &r) < 0) {
 		log_msg(LOG_ERR, "out of memory");
 		return -ENOMEM;
@@ -207,6 +305,8 @@ int report_run(const struct report_options *opt, FILE *out)
 	}
 	if (opt->svg_path)
 		e = report_write_svg(opt, r, out);
+	else if (opt->pprof_path)
+		e = report_write_pprof(opt, r, out);
 	else if (opt->folded)
 		e = report_print_folded(r, out);
 	else if (opt->json)
@@ -215,12 +315,21 @@ int report_run(const struct report_options *opt, FILE *out)
 		report_print_table(r, opt->top < 0 ? TOP_DEFAULT : opt->top, out);
 	if (e == -ENOMEM)
 		log_msg(LOG_ERR, "out of memory");
+out:
+	report_free(r);
+	return e;
+}
+
+int report_run(const struct report_options *opt, FILE *out)
+{
+	int e;
+
+	tzset();
+	e = opt->usage ? run_usage(opt, out) : run_events(opt, out);
 	errno = 0;
 	if (e == 0 && (fflush(out) == EOF || ferror(out))) {
 		e = errno ? -errno : -EIO;
 		log_errno(LOG_ERR, -e, "cannot write the output");
 	}
-out:
-	report_free(r);
 	return e;
 }

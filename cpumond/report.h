@@ -15,8 +15,9 @@
  * is pure: it is fed plain events and stacks and never touches SQLite, so
  * it is tested on its own; report_run (report.c) reads the window through
  * store's readers (report_read.c) into it and writes one output form, each
- * in its own file: report_table.c, report_json.c, report_folded.c and
- * report_svg.c (the SVG itself is flamegraph.c's).
+ * in its own file: report_table.c, report_json.c, report_folded.c,
+ * report_svg.c (the SVG itself is flamegraph.c's) and report_pprof.c (the
+ * encoding is pprof.c's).
  *
  * A report counts functions, never instructions (the stacks it reads keep
  * each frame's function start only), so its frames are spelled as
@@ -49,6 +50,10 @@
 #include "stackdump/stackdump.h"
 #include "stackdump/symbolize.h"
 
+/* The sample interval of a profile (--pprof) when report reads no
+ * configuration: the daemon's default sample_interval (cpumond.conf(5)). */
+#define REPORT_SAMPLE_INTERVAL_DEFAULT_MS 50
+
 /* How stacks are grouped. */
 enum report_by {
 	REPORT_BY_EXACT,         /* the stack hash: one code path of one build */
@@ -72,9 +77,17 @@ struct report_options {
 	const char *cgroup;      /* regex of the events' cgroup, as written; NULL: any */
 	const regex_t *cgroup_re;/* it compiled (config_compile_regex); valid when cgroup */
 	enum report_by by;
+	bool usage;              /* the usage history's busiest threads instead of the
+	                            events' stacks (report_usage.h): a table, JSON
+	                            lines, or with svg_path a chart; top is the
+	                            threads shown */
 	bool json;               /* one JSON object per group and line */
 	bool folded;             /* every sample as folded stacks */
 	const char *svg_path;    /* write an SVG flame graph there ("-": OUT) */
+	const char *pprof_path;  /* write a gzipped pprof profile there ("-": OUT) */
+	uint64_t sample_interval_ms;  /* between two samples of an episode, for the
+	                                 profile's cpu time; 0:
+	                                 REPORT_SAMPLE_INTERVAL_DEFAULT_MS */
 	const regex_t *ignore;   /* system frames besides the built-in ones
 	                            (report_frame_ignored): [report] ignore or
 	                            --ignore; NULL: the built-in ones only */
@@ -87,12 +100,13 @@ struct report_options {
 
 /* ---- The command (report.c) ---- */
 
-/* Runs `cpumond report` and writes to OUT (the SVG to svg_path).  Events
- * without a host (none is stored) take the path of their database as host.
- * A database given twice (the same file) is read once, with a warning.
- * Returns 0, or a negative errno after logging the reason: a database is
- * missing or unreadable (the message names the path), the SVG file cannot
- * be written, out of memory. */
+/* Runs `cpumond report` and writes to OUT (the SVG to svg_path, the
+ * profile to pprof_path).  Events without a host (none is stored) take the
+ * path of their database as host.  A database given twice (the same file)
+ * is read once, with a warning.  Returns 0, or a negative errno after
+ * logging the reason: a database is missing or unreadable (the message
+ * names the path), the SVG or profile file cannot be written, out of
+ * memory. */
 int report_run(const struct report_options *opt, FILE *out);
 
 /* Reads a --by argument: "exact", "signature", "top-frame", "entry".
@@ -226,6 +240,25 @@ const struct report_group *report_group(const struct report *r, size_t i);
  * samples in the window, for the folded stacks and the flame graph. */
 const struct stackdump_stack *report_stack(const struct report *r, size_t i,
                                            uint64_t *samples);
+
+/* COUNT samples of STACK that one event took of its thread. */
+struct report_sample {
+	const struct stackdump_stack *stack;
+	uint64_t count;
+	int64_t time_us;         /* the event's */
+	const char *host, *watch, *kind, *comm, *thread;   /* "" when not stored */
+	pid_t pid, tid;
+};
+
+/* Called for each sample of report_each_sample; valid during the call.  A
+ * non-zero return stops the walk. */
+typedef int (*report_sample_fn)(const struct report_sample *s, void *ctx);
+
+/* Calls FN for every stack of every event with its count, events in the
+ * order they were added, each event's stacks as it gave them: the window's
+ * samples with the event they belong to (the folded stacks sum the same
+ * counts by stack).  Returns 0 or what FN returned to stop. */
+int report_each_sample(const struct report *r, report_sample_fn fn, void *ctx);
 
 /* Whether frame F is a system frame: its REPORT_NAME_SIGNATURE name is one
  * of the C runtime's start frames, which are always ignored (_start,

@@ -161,7 +161,7 @@ struct rstack {
 struct revent {
 	int64_t time_us;
 	pid_t pid, tid;
-	uint32_t comm, thread, host, unit, cgroup;   /* in the string table */
+	uint32_t comm, thread, host, unit, cgroup, watch, kind;   /* in the string table */
 	uint64_t key;                /* key stack hash, 0 for none */
 	size_t first, n;             /* its counts */
 };
@@ -449,6 +449,8 @@ int report_add_event(struct report *r, const struct store_event *ev)
 	    intern(&r->strings, ev->host, &e.host) < 0 ||
 	    intern(&r->strings, ev->unit, &e.unit) < 0 ||
 	    intern(&r->strings, ev->cgroup, &e.cgroup) < 0 ||
+	    intern(&r->strings, ev->watch, &e.watch) < 0 ||
+	    intern(&r->strings, ev->kind, &e.kind) < 0 ||
 	    grow(&r->events, &r->capevents, r->nevents, sizeof *r->events) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < ev->nstacks; i++) {
@@ -898,3 +900,26 @@ const struct stackdump_stack *report_stack(const struct report *r, size_t i, uin
 	return &r->stacks[r->live[i]].st;
 }
 
+
+int report_each_sample(const struct report *r, report_sample_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < r->nevents; i++) {
+		const struct revent *ev = &r->events[i];
+		struct report_sample s = {
+			.time_us = ev->time_us, .pid = ev->pid, .tid = ev->tid,
+			.host = r->strings.s[ev->host], .watch = r->strings.s[ev->watch],
+			.kind = r->strings.s[ev->kind], .comm = r->strings.s[ev->comm],
+			.thread = r->strings.s[ev->thread],
+		};
+
+		for (size_t k = ev->first; k < ev->first + ev->n; k++) {
+			int rc;
+
+			s.stack = &r->stacks[r->counts[k].stack].st;
+			s.count = r->counts[k].count;
+			if ((rc = fn(&s, ctx)) != 0)
+				return rc;
+		}
+	}
+	return 0;
+}

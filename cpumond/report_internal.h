@@ -6,6 +6,9 @@
  *   report_aggregate.c  frame names, ignore rules, groups, ranks (pure)
  *   report_table.c      the table          report_json.c    --json
  *   report_folded.c     --folded           report_svg.c     --svg
+ *   report_pprof.c      --pprof
+ *   report_usage.c      --usage (report_usage.h): its aggregation, table, JSON;
+ *   report_usage_svg.c  its chart
  */
 #ifndef CPUMOND_REPORT_INTERNAL_H
 #define CPUMOND_REPORT_INTERNAL_H
@@ -16,6 +19,7 @@
 #include <stdio.h>
 
 #include "cpumond/report.h"
+#include "cpumond/report_usage.h"
 
 /* The buffer of one frame name: longer names are cut to
  * REPORT_NAME_LEN - 1 bytes. */
@@ -28,6 +32,26 @@
  * database that failed when there are several). */
 int report_read(const struct report_options *opt, struct report *r);
 
+/* report_read.c.  Adds to U the usage history's rows of OPT's window and
+ * filters (watch, comm, thread, pid) and the window's events, from every
+ * database of OPT, as report_read does.  Returns 0, or a negative errno
+ * after logging the reason. */
+int report_read_usage(const struct report_options *opt, struct report_usage *u);
+
+/* report_svg.c.  Writes the filters of OPT, each as ", since T",
+ * ", watch NAME" and so on, names escaped for a terminal. */
+void report_put_filter(const struct report_options *opt, FILE *out);
+
+/* report.c.  The file to write an output to: PATH created (or emptied), or
+ * OUT when PATH is "-".  Returns 0 and *FILE, or a negative errno after
+ * logging the reason. */
+int report_open_output(const char *path, FILE *out, FILE **file);
+
+/* report.c.  Closes FILE from report_open_output (not OUT); E is what
+ * writing it gave.  Returns E, or the failure of the close, either logged
+ * as "cannot write PATH". */
+int report_close_output(FILE *file, FILE *out, const char *path, int e);
+
 /* report.c.  Writes T_US (µs since the epoch) as "2026-11-29 13:04:05" in
  * local time, with " +0100" when ZONE; "@T_US" when it has no local
  * time. */
@@ -38,6 +62,11 @@ void report_put_local(int64_t t_us, bool zone, FILE *out);
  * Returns 0, or a negative errno after logging the reason (out of memory,
  * the file cannot be written). */
 int report_write_svg(const struct report_options *opt, const struct report *r, FILE *out);
+
+/* report_pprof.c.  Writes R's samples as a gzipped pprof profile to
+ * opt->pprof_path ("-": OUT).  Returns 0, or a negative errno after logging
+ * the reason (out of memory, the file cannot be written). */
+int report_write_pprof(const struct report_options *opt, const struct report *r, FILE *out);
 
 /* How many groups of totals T an output shows for TOP (0 or less: all). */
 static inline size_t report_shown(const struct report_totals *t, int top)

@@ -1,6 +1,7 @@
 /* report_read: the events of `cpumond report`'s window, read through
  * store's readers (store_each_event_in, store_get_stack) from one database
- * or several, into the aggregation. */
+ * or several, into the aggregation; for --usage, the usage history
+ * (store_each_usage_in) and the events into report_usage.h's. */
 #include "cpumond/report.h"
 
 #include <errno.h>
@@ -146,22 +147,100 @@ static bool read_before(const char *const *dbs, size_t i)
 	return false;
 }
 
-int report_read(const struct report_options *opt, struct report *r)
+/* Calls READ(path, filter, name, i, CTX) for database I of OPT's, each
+ * file once, until one fails: NAME when there are several (the message
+ * says which failed).  Returns 0 or the failure. */
+static int each_database(const struct report_options *opt,
+                         int (*read)(const char *path, const struct store_filter *f, bool name,
+                                     size_t i, void *ctx),
+                         void *ctx)
 {
-	struct store_filter filter = {
+	const struct store_filter filter = {
 		.since_us = opt->since_us, .until_us = opt->until_us, .watch = opt->watch,
 		.comm = opt->comm, .thread = opt->thread, .pid = opt->pid,
 	};
 	const char *const *dbs = opt->ndatabases ? opt->databases : &opt->database;
 	size_t ndbs = opt->ndatabases ? opt->ndatabases : 1;
-	struct collect c = {
-		.r = r, .host = opt->host, .unit = opt->unit,
-		.cgroup = opt->cgroup ? opt->cgroup_re : NULL, .names = opt->names,
-	};
 	int e = 0;
 
 	for (size_t i = 0; i < ndbs && e == 0; i++)
 		if (!read_before(dbs, i))
-			e = read_database(dbs[i], &filter, ndbs > 1, &c);
+			e = read(dbs[i], &filter, ndbs > 1, i, ctx);
 	return e;
+}
+
+static int read_events(const char *path, const struct store_filter *f, bool name, size_t i,
+                       void *ctx)
+{
+	(void)i;
+	return read_database(path, f, name, ctx);
+}
+
+int report_read(const struct report_options *opt, struct report *r)
+{
+	struct collect c = {
+		.r = r, .host = opt->host, .unit = opt->unit,
+		.cgroup = opt->cgroup ? opt->cgroup_re : NULL, .names = opt->names,
+	};
+
+	return each_database(opt, read_events, &c);
+}
+
+/* ---- --usage ---- */
+
+struct usage_collect {
+	struct report_usage *u;
+	size_t source;
+	int error;
+};
+
+static int collect_row(const struct store_usage *row, void *ctx)
+{
+	struct usage_collect *c = ctx;
+
+	c->error = report_usage_add_row(c->u, c->source, row);
+	return c->error < 0;
+}
+
+static int collect_usage_event(const struct store_event *ev, void *ctx)
+{
+	struct usage_collect *c = ctx;
+
+	c->error = report_usage_add_event(c->u, c->source, ev);
+	return c->error < 0;
+}
+
+/* Adds the history and the events of database I, PATH, to the report. */
+static int read_usage(const char *path, const struct store_filter *filter, bool name, size_t i,
+                      void *ctx)
+{
+	struct usage_collect *c = ctx;
+	struct store *st;
+	char err[512];
+	int e = store_open(path, false, &st, err, sizeof err);
+
+	if (e < 0) {
+		log_msg(LOG_ERR, "%s", err);
+		return e;
+	}
+	c->source = i;
+	c->error = 0;
+	e = store_each_usage_in(st, filter, collect_row, c);
+	if (e == 0)
+		e = store_each_event_in(st, filter, collect_usage_event, c);
+	if (e == 1)
+		e = c->error;
+	if (e == -ENOMEM)
+		log_msg(LOG_ERR, "cannot read the usage history of %s: out of memory", path);
+	else if (e < 0)
+		log_msg(LOG_ERR, "%s%s%s", name ? path : "", name ? ": " : "", store_error(st));
+	store_close(st);
+	return e;
+}
+
+int report_read_usage(const struct report_options *opt, struct report_usage *u)
+{
+	struct usage_collect c = { .u = u };
+
+	return each_database(opt, read_usage, &c);
 }

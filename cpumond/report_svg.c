@@ -11,8 +11,7 @@
 #include "cpumond/log.h"
 #include "cpumond/report_internal.h"
 
-/* The filters of OPT, each as ", since T", ", watch NAME" and so on. */
-static void put_filter(const struct report_options *opt, FILE *out)
+void report_put_filter(const struct report_options *opt, FILE *out)
 {
 	if (opt->since_us) {
 		fputs(", since ", out);
@@ -98,22 +97,13 @@ int report_write_svg(const struct report_options *opt, const struct report *r, F
 		fputs(" to ", f);
 		report_put_local(t.last_us, true, f);
 	}
-	put_filter(opt, f);
+	report_put_filter(opt, f);
 	if (fclose(f) != 0)
 		goto nomem;
-	if (strcmp(opt->svg_path, "-") != 0) {
-		file = fopen(opt->svg_path, "we");
-		if (!file) {
-			e = -errno;
-			log_errno(LOG_ERR, errno, "cannot write %s", opt->svg_path);
-			goto out;
-		}
-	}
+	if ((e = report_open_output(opt->svg_path, out, &file)) < 0)
+		goto out;
 	e = flamegraph_write(fg, "cpumond: CPU flame graph", subtitle, file);
-	if (file != out && fclose(file) != 0 && e == 0)
-		e = -errno;
-	if (e < 0)
-		log_errno(LOG_ERR, -e, "cannot write %s", opt->svg_path);
+	e = report_close_output(file, out, opt->svg_path, e);
 	goto out;
 nomem:
 	e = -ENOMEM;

@@ -111,12 +111,59 @@ static const char schema_v4[] =
 	"ALTER TABLE events ADD COLUMN details TEXT;\n"
 	"CREATE INDEX events_kind ON events(kind);\n";
 
+/* Schema v5: the usage history, each cycle's busiest threads (store.h).
+ * Made to be small, since it grows every cycle: a cycle is one row of
+ * cycles; a kept thread one row of history, a WITHOUT ROWID table keyed by
+ * (cycle, tid) whose other columns are small integers (SQLite stores 0
+ * and 1 in no bytes, up to 127 in one, up to 32767 in two) and one id into
+ * labels, which holds what stays the same from one cycle to the next (the
+ * watch, pid, process and thread names, threshold), each distinct label
+ * once.  Measured (bench/history_bench --size): 28,800 cycles of 10
+ * rows, a day at 3 s with 10 of 1,000 threads kept, take 8,065,024 bytes
+ * (28 a row, the cycles included): 8 MB a day, 113 MB over the default
+ * 14 days of retention.
+ * labels.last_seen is refreshed at most hourly (STORE_LABEL_REFRESH_US),
+ * which is what retention of labels goes by.  history's rows go with their
+ * cycle by ON DELETE CASCADE (a seek on the key's prefix each); no foreign
+ * key from history to labels, since deleting a label would then scan
+ * history.  events_tid finds a thread's last event for `top`. */
+static const char schema_v5[] =
+	"CREATE TABLE cycles (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  time INTEGER NOT NULL,\n"
+	"  interval INTEGER NOT NULL,\n"
+	"  threads INTEGER NOT NULL\n"
+	");\n"
+	"CREATE INDEX cycles_time ON cycles(time);\n"
+	"CREATE TABLE labels (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  watch TEXT NOT NULL,\n"
+	"  pid INTEGER NOT NULL,\n"
+	"  comm TEXT NOT NULL,\n"
+	"  thread TEXT NOT NULL,\n"
+	"  threshold INTEGER NOT NULL,\n"
+	"  last_seen INTEGER NOT NULL,\n"
+	"  UNIQUE (watch, pid, comm, thread, threshold)\n"
+	");\n"
+	"CREATE TABLE history (\n"
+	"  cycle INTEGER NOT NULL REFERENCES cycles(id) ON DELETE CASCADE,\n"
+	"  tid INTEGER NOT NULL,\n"
+	"  label INTEGER NOT NULL,\n"
+	"  usage INTEGER NOT NULL,\n"
+	"  run_delay INTEGER NOT NULL,\n"
+	"  state INTEGER NOT NULL,\n"
+	"  episode INTEGER NOT NULL,\n"
+	"  PRIMARY KEY (cycle, tid)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE INDEX events_tid ON events(tid);\n";
+
 /* Each entry takes the schema from version i to i + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
 	schema_v1,
 	schema_v2,
 	schema_v3,
 	schema_v4,
+	schema_v5,
 };
 
 /* Returns the negative errno that best names SQLite result RC. */
@@ -247,6 +294,13 @@ int store_query_one(struct store *st, const char *sql, const char *what, int64_t
 	if (rc != SQLITE_OK && e == 0)
 		e = store_sql_fail(st, rc, what);
 	return e;
+}
+
+char *store_column_dup(sqlite3_stmt *s, int col)
+{
+	const unsigned char *t = sqlite3_column_text(s, col);
+
+	return strdup(t ? (const char *)t : "");
 }
 
 /* Creates the directory that holds PATH when it is missing, but not its own
@@ -433,6 +487,8 @@ static int prepare_all(struct store *st, int64_t version)
 
 	if (st->writable && (e = store_prepare_write(st)) < 0)
 		return e;
+	if ((e = store_prepare_history(st, version)) < 0)
+		return e;
 	return store_prepare_read(st, version);
 }
 
@@ -513,7 +569,9 @@ void store_close(struct store *st)
 		st->rollback_to, st->put_stack, st->put_stack_frame, st->put_event,
 		st->put_event_frame, st->put_event_stack, st->events_after, st->event_stacks,
 		st->stack_frames, st->read_begin, st->read_end, st->id_before_last,
-		st->prune_old, st->prune_oldest, st->prune_stacks,
+		st->prune_old, st->prune_oldest, st->prune_stacks, st->put_cycle, st->put_label,
+		st->put_usage, st->prune_cycles_old, st->prune_cycles_oldest, st->prune_labels,
+		st->latest_cycle, st->usage_in,
 	};
 
 	if (st->db && !sqlite3_get_autocommit(st->db))
@@ -524,6 +582,7 @@ void store_close(struct store *st)
 	/* With every statement finalized sqlite3_close cannot return BUSY, and
 	 * a failed checkpoint on close leaves a valid WAL behind. */
 	(void)sqlite3_close(st->db);
+	store_forget_labels(st);
 	free(st->path);
 	free(st);
 }

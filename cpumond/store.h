@@ -5,6 +5,11 @@
  * stored once per stack hash.  The writer is the daemon; readers open the
  * file read-only.  Functions return 0 or a negative errno-style value; the
  * words of the last failure are in store_error().
+ *
+ * Besides the events, the usage history (schema v5): each cycle, the
+ * busiest threads the daemon kept (record.h says which), written in the
+ * cycle's transaction and read by `top` (store_latest_cycle) and
+ * `report --usage` (store_each_usage_in).
  */
 #ifndef CPUMOND_STORE_H
 #define CPUMOND_STORE_H
@@ -16,7 +21,7 @@
 
 #include "stackdump/stackdump.h"
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 struct store;
 
@@ -121,13 +126,84 @@ int store_get_stack(struct store *st, uint64_t hash, struct stackdump_stack *out
 int store_size(struct store *st, uint64_t *bytes);
 
 /* Retention, in one short transaction outside the cycle's: deletes up to
- * LIMIT events older than BEFORE_US and, while the database is larger than
- * MAX_BYTES (0: no cap), some of the oldest events whatever their age; then
- * the stacks no event refers to any more; then gives the freed pages back
- * to the file system.  *DELETED gets how many events went, *MORE whether
- * another call has more to do.  Returns 0 or a negative errno. */
+ * LIMIT events and up to LIMIT history cycles (with their rows) older than
+ * BEFORE_US and, while the database is larger than MAX_BYTES (0: no cap),
+ * some of the oldest events or cycles whatever their age (whichever is
+ * older goes first); then the stacks no event refers to any more and the
+ * history names not used since before BEFORE_US; then gives the freed
+ * pages back to the file system.  *DELETED gets how many events went,
+ * *MORE whether another call has more to do.  Returns 0 or a negative
+ * errno. */
 int store_prune(struct store *st, int64_t before_us, uint64_t max_bytes, int limit,
                 int *deleted, bool *more);
+
+/* ---- usage history ---- */
+
+/* A sampling cycle of the history. */
+struct store_cycle {
+	int64_t id;              /* ascending with time; set by store_add_cycle and the readers */
+	int64_t time_us;         /* CLOCK_REALTIME of the cycle, microseconds since the epoch */
+	int interval_ms;         /* the configured interval then */
+	unsigned threads;        /* threads the cycle sampled, kept or not */
+};
+
+/* One kept thread of a cycle.  Strings: writer, any bytes, NULL as "";
+ * readers, never NULL. */
+struct store_usage {
+	int64_t cycle;           /* readers: the cycle's id (writer: ignored) */
+	int64_t time_us;         /* readers: the cycle's time (writer: ignored) */
+	int interval_ms;         /* readers: the cycle's interval (writer: ignored) */
+	const char *watch;       /* the watch's name */
+	pid_t pid;
+	const char *comm;        /* process name */
+	pid_t tid;
+	const char *thread;      /* thread name */
+	int usage;               /* permille of one core over the interval, 0..1000 */
+	int run_delay;           /* permille of the interval waiting on a run queue; -1 unknown */
+	char state;              /* its /proc stat state letter (R, S, D, ...); '?' unknown */
+	int threshold;           /* permille that applied (usage > threshold is over) */
+	bool episode;            /* an episode of stack samples of it was under way */
+	/* store_latest_cycle only (others: 0 and ""): the thread's last event
+	 * (same pid and tid) in the database, its key stack's hash, and the
+	 * symbol of that stack's innermost frame that has one, as stored
+	 * (mangled: stackdump_function_name demangles) */
+	int64_t last_event;      /* its id, 0 when it has none */
+	uint64_t last_stack;     /* 0 when it has none or no stack */
+	const char *last_symbol; /* "" when none */
+};
+
+/* Inside the cycle's transaction (store_begin .. store_commit): cycle C
+ * (its time, interval and thread count; C->id is set) and its N kept
+ * threads ROWS, each tid at most once.  What stays the same of a thread
+ * from cycle to cycle (watch, pid, comm, thread, threshold) is stored once
+ * as a label and cached, so that a steady cycle writes only its cycle row
+ * and N rows of small integers.  All
+ * or nothing: on failure nothing of the cycle stays, the cycle's events are
+ * not affected, and the return is a negative errno (-EINVAL for a
+ * duplicate tid or no open transaction). */
+int store_add_cycle(struct store *st, struct store_cycle *c, const struct store_usage *rows,
+                    size_t n);
+
+/* Called once per row.  U and its strings are valid only during the call;
+ * a non-zero return stops the walk and is returned by the walker. */
+typedef int (*store_usage_fn)(const struct store_usage *u, void *ctx);
+
+/* The latest cycle into *C and FN for each of its rows, busiest first
+ * (usage, then tid), with last_event, last_stack and last_symbol filled.
+ * One read transaction, at most a few ms: the rows are few.  A database
+ * without a cycle, or older than v5 (opened read-only, not migrated),
+ * gives C->id 0 and no call.  Returns 0, FN's non-zero, or a negative
+ * errno. */
+int store_latest_cycle(struct store *st, struct store_cycle *c, store_usage_fn fn, void *ctx);
+
+/* FN for every row of the cycles in F's [since, until) (0: open) that
+ * matches F's watch, comm, thread and pid (F's kind is ignored), in cycle
+ * order, within a cycle by tid.  Read in batches, each its own read
+ * transaction, as store_each_event_in does.  An older database (v2..v4)
+ * has no history: no call, 0.  Returns 0, FN's non-zero, or a negative
+ * errno. */
+int store_each_usage_in(struct store *st, const struct store_filter *f, store_usage_fn fn,
+                        void *ctx);
 
 /* The id after which exactly the last N events follow (0 when there are
  * fewer), for `tail -n N`. */

@@ -7,9 +7,12 @@
  *                  store_commit), store_size, retention (store_prune)
  *   store_read.c   the readers (store_each_event_after/in, store_get_stack,
  *                  store_id_before_last)
+ *   store_history.c  the usage history: store_add_cycle with its cache of
+ *                  labels, store_latest_cycle, store_each_usage_in
  *
- * Each of store_write.c and store_read.c holds the SQL of its statements
- * and prepares them; store.c calls both once the schema is known.
+ * Each of store_write.c, store_read.c and store_history.c holds the SQL
+ * of its statements and prepares them; store.c calls them once the schema
+ * is known.
  */
 #ifndef CPUMOND_STORE_INTERNAL_H
 #define CPUMOND_STORE_INTERNAL_H
@@ -20,6 +23,22 @@
 #include <stdint.h>
 
 #include "cpumond/store.h"
+
+/* Label ids cached by the writer (store_history.c), direct-mapped: a
+ * steady set of kept threads finds its ids without a statement. */
+#define STORE_LABEL_SLOTS 256
+
+/* labels.last_seen is set again at most this often per label, not at
+ * every use: a write per row per cycle would dirty the labels pages every
+ * cycle.  Retention of labels goes by it: a label not seen since before
+ * the cutoff less this is used by no row younger than the cutoff. */
+#define STORE_LABEL_REFRESH_US (3600LL * 1000000)
+
+struct store_label_slot {
+	char *key;               /* the label as one string; NULL: empty */
+	int64_t id;              /* labels.id */
+	int64_t refreshed_us;    /* when labels.last_seen was last set to a cycle's time */
+};
 
 /* An open database.  The statements are prepared once by store_open and
  * finalized by store_close; a read-only store has only the readers'. */
@@ -35,6 +54,12 @@ struct store {
 	sqlite3_stmt *put_stack, *put_stack_frame, *put_event, *put_event_frame;
 	sqlite3_stmt *put_event_stack;
 	sqlite3_stmt *prune_old, *prune_oldest, *prune_stacks;
+	sqlite3_stmt *prune_cycles_old, *prune_cycles_oldest, *prune_labels;
+	/* store_history.c's: the writer's (writable only) and the readers'
+	 * (NULL below schema v5: no history) */
+	sqlite3_stmt *put_cycle, *put_label, *put_usage;
+	sqlite3_stmt *latest_cycle, *usage_in;
+	struct store_label_slot *labels;  /* STORE_LABEL_SLOTS, allocated on first use */
 	/* store_read.c's */
 	sqlite3_stmt *events_after, *event_stacks, *stack_frames, *id_before_last;
 	sqlite3_stmt *read_begin, *read_end;
@@ -70,6 +95,16 @@ int store_exec(struct store *st, const char *sql, const char *what);
 int store_query_one(struct store *st, const char *sql, const char *what, int64_t *num,
                     char *buf, size_t buflen);
 
+/* store.c.  A copy of text column COL of the row S is on, "" for NULL;
+ * NULL only when out of memory. */
+char *store_column_dup(sqlite3_stmt *s, int col);
+
+/* store_write.c.  After a failure E inside the cycle's transaction: SQLite
+ * may have rolled the whole transaction back itself (SQLITE_FULL, IOERR,
+ * NOMEM can); then the rest of the cycle must not run in autocommit mode,
+ * and store_commit reports the loss. */
+void store_note_tx_state(struct store *st, int e);
+
 /* store_write.c.  Prepares the writer's statements of a writable ST.
  * Returns 0 or a negative errno. */
 int store_prepare_write(struct store *st);
@@ -77,6 +112,15 @@ int store_prepare_write(struct store *st);
 /* store_read.c.  Prepares the readers' statements of ST, whose schema is at
  * VERSION.  Returns 0 or a negative errno. */
 int store_prepare_read(struct store *st, int64_t version);
+
+/* store_history.c.  Prepares the history's statements of ST, whose schema
+ * is at VERSION: none below 5.  Returns 0 or a negative errno. */
+int store_prepare_history(struct store *st, int64_t version);
+
+/* store_history.c.  Empties the writer's cache of label ids: after a
+ * rollback (the ids it holds may not exist) and after retention deleted
+ * labels.  Frees it on store_close. */
+void store_forget_labels(struct store *st);
 
 /* Binds parameters 1, 2, ... in turn and keeps the first failure, so a
  * statement's binds are written as a list and checked once. */

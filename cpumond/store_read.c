@@ -122,14 +122,6 @@ static void rec_free(struct rec *r)
 	memset(r, 0, sizeof *r);
 }
 
-/* A copy of text column COL, "" for NULL; NULL only when out of memory. */
-static char *col_dup(sqlite3_stmt *s, int col)
-{
-	const unsigned char *t = sqlite3_column_text(s, col);
-
-	return strdup(t ? (const char *)t : "");
-}
-
 static int rec_start(struct rec *r, sqlite3_stmt *s)
 {
 	struct store_event *ev = &r->ev;
@@ -149,18 +141,18 @@ static int rec_start(struct rec *r, sqlite3_stmt *s)
 	ev->samples = (unsigned)sqlite3_column_int(s, COL_SAMPLES);
 	ev->stop_max_ns = (uint64_t)sqlite3_column_int64(s, COL_STOP_MAX_US) * 1000;
 	ev->nspid = (pid_t)sqlite3_column_int64(s, COL_NSPID);    /* NULL: 0 */
-	r->host = col_dup(s, COL_HOST);
-	r->watch = col_dup(s, COL_WATCH);
-	r->comm = col_dup(s, COL_COMM);
-	r->exe = col_dup(s, COL_EXE);
-	r->thread = col_dup(s, COL_THREAD);
-	r->error = col_dup(s, COL_ERROR);
-	r->episode_end = col_dup(s, COL_EPISODE_END);
-	r->cgroup = col_dup(s, COL_CGROUP);
-	r->unit = col_dup(s, COL_UNIT);
-	r->kind = col_dup(s, COL_KIND);
-	r->capture = col_dup(s, COL_CAPTURE);
-	r->details = col_dup(s, COL_DETAILS);
+	r->host = store_column_dup(s, COL_HOST);
+	r->watch = store_column_dup(s, COL_WATCH);
+	r->comm = store_column_dup(s, COL_COMM);
+	r->exe = store_column_dup(s, COL_EXE);
+	r->thread = store_column_dup(s, COL_THREAD);
+	r->error = store_column_dup(s, COL_ERROR);
+	r->episode_end = store_column_dup(s, COL_EPISODE_END);
+	r->cgroup = store_column_dup(s, COL_CGROUP);
+	r->unit = store_column_dup(s, COL_UNIT);
+	r->kind = store_column_dup(s, COL_KIND);
+	r->capture = store_column_dup(s, COL_CAPTURE);
+	r->details = store_column_dup(s, COL_DETAILS);
 	if (!r->host || !r->watch || !r->comm || !r->exe || !r->thread || !r->error ||
 	    !r->episode_end || !r->cgroup || !r->unit || !r->kind || !r->capture ||
 	    !r->details)
@@ -201,10 +193,10 @@ static int rec_add_frame(struct rec *r, sqlite3_stmt *s)
 	f->offset = (uint64_t)sqlite3_column_int64(s, COL_OFFSET);
 	f->symbol_offset = (uint64_t)sqlite3_column_int64(s, COL_SYMBOL_OFFSET);
 	f->func_offset = (uint64_t)sqlite3_column_int64(s, COL_FUNC_OFFSET);
-	f->module = col_dup(s, COL_MODULE);
-	f->build_id = col_dup(s, COL_BUILD_ID);
+	f->module = store_column_dup(s, COL_MODULE);
+	f->build_id = store_column_dup(s, COL_BUILD_ID);
 	if (sqlite3_column_type(s, COL_SYMBOL) != SQLITE_NULL)
-		f->symbol = col_dup(s, COL_SYMBOL);
+		f->symbol = store_column_dup(s, COL_SYMBOL);
 	sk->nframes++;      /* counted now so that rec_free frees it */
 	if (!f->module || !f->build_id ||
 	    (!f->symbol && sqlite3_column_type(s, COL_SYMBOL) != SQLITE_NULL))
@@ -395,10 +387,10 @@ int store_get_stack(struct store *st, uint64_t hash, struct stackdump_stack *out
 		f = &r.ev.stack.frames[r.ev.stack.nframes++];
 		memset(f, 0, sizeof *f);
 		r.ev.stack.truncated = sqlite3_column_int(s, 0) != 0;
-		f->module = col_dup(s, 1);
-		f->build_id = col_dup(s, 2);
+		f->module = store_column_dup(s, 1);
+		f->build_id = store_column_dup(s, 2);
 		f->func_offset = f->offset = f->ip = (uint64_t)sqlite3_column_int64(s, 3);
-		if (sqlite3_column_type(s, 4) != SQLITE_NULL && !(f->symbol = col_dup(s, 4)))
+		if (sqlite3_column_type(s, 4) != SQLITE_NULL && !(f->symbol = store_column_dup(s, 4)))
 			e = -ENOMEM;
 		if (!f->module || !f->build_id || e < 0) {
 			e = -ENOMEM;

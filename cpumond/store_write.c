@@ -38,6 +38,20 @@ static const char sql_prune_old[] =
 	" (SELECT id FROM events WHERE time < ?1 ORDER BY id LIMIT ?2)";
 static const char sql_prune_oldest[] =
 	"DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT ?1)";
+/* The same for history cycles, whose rows go by ON DELETE CASCADE. */
+static const char sql_prune_cycles_old[] =
+	"DELETE FROM cycles WHERE id IN"
+	" (SELECT id FROM cycles WHERE time < ?1 ORDER BY id LIMIT ?2)";
+static const char sql_prune_cycles_oldest[] =
+	"DELETE FROM cycles WHERE id IN (SELECT id FROM cycles ORDER BY id LIMIT ?1)";
+/* ?1 the cutoff less STORE_LABEL_REFRESH_US, by which last_seen may lag. */
+static const char sql_prune_labels[] = "DELETE FROM labels WHERE last_seen < ?1";
+/* Whether the oldest cycle is older than the oldest event (or there is no
+ * event): then the size cap takes cycles first. */
+static const char sql_cycles_older[] =
+	"SELECT coalesce((SELECT time FROM cycles ORDER BY id LIMIT 1) <"
+	" coalesce((SELECT min(time) FROM events), (SELECT time FROM cycles ORDER BY id LIMIT 1) + 1),"
+	" 0)";
 /* Stacks no event refers to any more; their frames go by ON DELETE CASCADE. */
 static const char sql_prune_stacks[] =
 	"DELETE FROM stacks WHERE hash NOT IN (SELECT stack_hash FROM event_stacks)"
@@ -60,7 +74,10 @@ int store_prepare_write(struct store *st)
 	    (e = store_prepare(st, sql_put_event_stack, &st->put_event_stack)) < 0 ||
 	    (e = store_prepare(st, sql_prune_old, &st->prune_old)) < 0 ||
 	    (e = store_prepare(st, sql_prune_oldest, &st->prune_oldest)) < 0 ||
-	    (e = store_prepare(st, sql_prune_stacks, &st->prune_stacks)) < 0)
+	    (e = store_prepare(st, sql_prune_stacks, &st->prune_stacks)) < 0 ||
+	    (e = store_prepare(st, sql_prune_cycles_old, &st->prune_cycles_old)) < 0 ||
+	    (e = store_prepare(st, sql_prune_cycles_oldest, &st->prune_cycles_oldest)) < 0 ||
+	    (e = store_prepare(st, sql_prune_labels, &st->prune_labels)) < 0)
 		return e;
 	return 0;
 }
@@ -249,11 +266,7 @@ static int put_event(struct store *st, struct store_event *ev)
 	return 0;
 }
 
-/* After a failure inside the cycle's transaction: SQLite may have rolled the
- * whole transaction back itself (SQLITE_FULL, IOERR, NOMEM can); then the
- * rest of the cycle must not run in autocommit mode, and store_commit
- * reports the loss. */
-static void note_tx_state(struct store *st, int e)
+void store_note_tx_state(struct store *st, int e)
 {
 	if (st->in_tx && sqlite3_get_autocommit(st->db) && st->tx_failed == 0)
 		st->tx_failed = e;
@@ -282,7 +295,7 @@ int store_add_event(struct store *st, struct store_event *ev)
 	/* A savepoint per event: a failed event is undone alone and the
 	 * cycle's other events still commit. */
 	if ((e = store_run(st, st->savepoint, "cannot add event")) < 0) {
-		note_tx_state(st, e);
+		store_note_tx_state(st, e);
 		return e;
 	}
 	/* The stack rows must exist before the event refers to them; the
@@ -301,12 +314,12 @@ int store_add_event(struct store *st, struct store_event *ev)
 	memcpy(saved, st->err, sizeof saved);
 	if (!sqlite3_get_autocommit(st->db)) {
 		/* Each fails only when the savepoint is gone; then SQLite
-		 * rolled back the transaction and note_tx_state sees it. */
+		 * rolled back the transaction and store_note_tx_state sees it. */
 		if (store_run(st, st->rollback_to, "rollback") == 0)
 			(void)store_run(st, st->release, "release");
 	}
 	memcpy(st->err, saved, sizeof saved);
-	note_tx_state(st, e);
+	store_note_tx_state(st, e);
 	return e;
 }
 
@@ -320,6 +333,7 @@ int store_commit(struct store *st)
 	}
 	st->in_tx = false;
 	if (st->tx_failed < 0) {
+		store_forget_labels(st);
 		e = st->tx_failed;
 		store_set_error(st, "the cycle's events are lost: the transaction was rolled back "
 		                "after an earlier error");
@@ -329,6 +343,8 @@ int store_commit(struct store *st)
 		return e;
 	}
 	e = store_run(st, st->commit, "cannot commit, the cycle's events are lost");
+	if (e < 0)
+		store_forget_labels(st);    /* their new rows are gone */
 	if (e < 0 && !sqlite3_get_autocommit(st->db)) {
 		char saved[sizeof st->err];
 
@@ -374,11 +390,28 @@ static int prune_step(struct store *st, sqlite3_stmt *s, int64_t a, int64_t b, i
 	return 0;
 }
 
+/* The size cap's batch: the oldest cycles when they are older than the
+ * oldest event, else the oldest events; counted in *DELETED or *CYCLES. */
+static int prune_oldest(struct store *st, int limit, int *deleted, int *cycles)
+{
+	int64_t cycles_first = 0;
+	int e;
+
+	e = store_query_one(st, sql_cycles_older, "cannot prune", &cycles_first, NULL, 0);
+	if (e < 0)
+		return e;
+	/* An event may be large, a cycle is a few hundred bytes: a tenth
+	 * of the batch of events, the whole batch of cycles. */
+	if (cycles_first)
+		return prune_step(st, st->prune_cycles_oldest, limit, 0, 1, cycles);
+	return prune_step(st, st->prune_oldest, limit / 10 + 1, 0, 1, deleted);
+}
+
 int store_prune(struct store *st, int64_t before_us, uint64_t max_bytes, int limit,
                 int *deleted, bool *more)
 {
 	uint64_t size = 0;
-	int stacks = 0, e;
+	int stacks = 0, cycles = 0, labels = 0, e;
 
 	*deleted = 0;
 	*more = false;
@@ -389,23 +422,32 @@ int store_prune(struct store *st, int64_t before_us, uint64_t max_bytes, int lim
 	if ((e = store_run(st, st->begin, "cannot prune")) < 0)
 		return e;
 	e = prune_step(st, st->prune_old, before_us, limit, 2, deleted);
-	if (e == 0 && *deleted < limit && max_bytes && (e = store_size(st, &size)) == 0 &&
-	    size > max_bytes) {
-		/* Still too big with nothing too old: the oldest go, a tenth of
-		 * the batch at a time, since each may be large. */
-		e = prune_step(st, st->prune_oldest, limit / 10 + 1, 0, 1, deleted);
+	if (e == 0)
+		e = prune_step(st, st->prune_cycles_old, before_us, limit, 2, &cycles);
+	if (e == 0 && *deleted < limit && cycles < limit && max_bytes &&
+	    (e = store_size(st, &size)) == 0 && size > max_bytes) {
+		/* Still too big with nothing too old: the oldest go. */
+		e = prune_oldest(st, limit, deleted, &cycles);
 		*more = true;
 	}
 	if (e == 0)
 		e = prune_step(st, st->prune_stacks, 0, 0, 0, &stacks);
+	/* Once the old cycles are all gone: before, rows that are still to
+	 * go would lose their labels. */
+	if (e == 0 && before_us > 0 && cycles < limit)
+		e = prune_step(st, st->prune_labels, before_us - STORE_LABEL_REFRESH_US, 0, 1,
+		                &labels);
 	if (e == 0)
 		e = store_run(st, st->commit, "cannot prune");
+	/* Whether it committed or not, the cached ids may be gone. */
+	if (labels > 0 || e < 0)
+		store_forget_labels(st);
 	if (e < 0) {
 		if (!sqlite3_get_autocommit(st->db))
 			(void)sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 		return e;
 	}
-	*more |= *deleted >= limit;
+	*more |= *deleted >= limit || cycles >= limit;
 	/* Give the freed pages back; a no-op for a database without
 	 * auto_vacuum (see set_pragmas). */
 	return store_exec(st, "PRAGMA incremental_vacuum", "cannot shrink the database");

@@ -6,9 +6,11 @@ escape sequence (prctl PR_SET_NAME), whose threads are named with terminal
 escape sequences (pthread_setname_np), whose cmdline is not UTF-8 (the
 watch selects it by a cmdline regex), and whose executable lives under a
 path with a newline, an ESC and a byte that is not UTF-8.  `cpumond tail`,
-`tail --json`, `report`, `report --json` and `report --folded` must print no
-ESC byte and no raw newline inside a record, and their JSON must parse and
-give the names back.
+`tail --json`, `report`, `report --json`, `report --folded` and
+`report --usage` (the usage history's table) must print no ESC byte and no
+raw newline inside a record, their JSON must parse and give the names
+back, and the SVG of `report --svg` and `report --usage --svg` must be
+well-formed XML.
 
 (The libFuzzer targets of section 5 are tests/fuzz/fuzz_config.c and
 tests/fuzz/fuzz_parsers.c, run by `make fuzz`.)
@@ -55,6 +57,17 @@ def json_lines(name, out):
     return objs
 
 
+def svg_ok(name, data):
+    """An SVG file's bytes: no ESC, well-formed XML."""
+    check(f"{name}: no ESC byte", b"\x1b" not in data, "")
+    try:
+        import xml.dom.minidom
+        xml.dom.minidom.parseString(data)
+        check(f"{name}: well-formed XML", True)
+    except Exception as e:
+        check(f"{name}: well-formed XML", False, str(e))
+
+
 def test_hostile_names(build, tmp):
     cpumond = os.path.join(build, "cpumond")
     odd = os.path.join(tmp.encode(), DIRNAME)
@@ -71,7 +84,7 @@ def test_hostile_names(build, tmp):
             comm = f.read().rstrip(b"\n")
         check("the target renamed itself", comm == COMM, comm)
         write_config(conf, db, [("hostile", {"cmdline": "marker-hostile"})],
-                     episode_samples=3, sample_interval="10ms")
+                     episode_samples=3, sample_interval="10ms", history_floor=0)
         daemon = Daemon(build, conf, tmp, "hostile")
         rows = poll(lambda: query(db, "SELECT comm, thread, exe, stack_hash FROM events"), 15)
         check("an event for the hostile target (selected by a non-UTF-8 cmdline)", rows,
@@ -119,13 +132,16 @@ def test_hostile_names(build, tmp):
         run("report", "--svg", svg)
         with open(svg, "rb") as f:
             data = f.read()
-        check("report --svg: no ESC byte", b"\x1b" not in data, "")
-        try:
-            import xml.dom.minidom
-            xml.dom.minidom.parseString(data)
-            check("report --svg: well-formed XML", True)
-        except Exception as e:
-            check("report --svg: well-formed XML", False, str(e))
+        svg_ok("report --svg", data)
+        out = run("report", "--usage")
+        records_ok("report --usage", out, None)
+        objs = json_lines("report --usage --json", run("report", "--usage", "--json"))
+        check("report --usage --json gives the thread name back",
+              any(o.get("thread") == THREAD.decode() for o in objs or []),
+              [o.get("thread") for o in objs or []])
+        run("report", "--usage", "--svg", svg)
+        with open(svg, "rb") as f:
+            svg_ok("report --usage --svg", f.read())
     finally:
         if daemon:
             daemon.kill()

@@ -165,7 +165,7 @@ def test_fixture(build, cpumond, tmp):
         (["-d", db, "--top", "-1"], 2, "cpumond: report: --top: '-1' is not a count"),
         (["-d", db, "--pid", "0"], 2, "cpumond: report: --pid: '0' is not a pid"),
         (["-d", db, "--json", "--folded"], 2,
-         "cpumond: report: give one of --json, --folded and --svg"),
+         "cpumond: report: give one of --json, --folded, --svg and --pprof"),
         (["-d", db, "--ignore", "("], 2, "cpumond: report: --ignore: invalid regex \"(\""),
         # The configuration's limits, on the command line too.
         (["-d", db, "--ignore", "((a{99}){99}){99}"], 2,

@@ -14,50 +14,7 @@
 
 #include "config/config.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Parses TEXT as "t.conf"; *ERRS gets what was written to ERRORS (free it). */
-static int parse(const char *text, struct config *cfg, char **errs)
-{
-	size_t len;
-	FILE *f = open_memstream(errs, &len);
-	int rc;
-
-	assert_non_null(f);
-	rc = config_parse_string(text, "t.conf", cfg, f);
-	fclose(f);
-	return rc;
-}
-
-/* Parses TEXT, which must be good. */
-static void parse_good(const char *text, struct config *cfg)
-{
-	char *errs;
-
-	assert_int_equal(parse(text, cfg, &errs), 0);
-	assert_string_equal(errs, "");
-	free(errs);
-}
-
-static void assert_zeroed(const struct config *cfg)
-{
-	static const struct config zero;
-
-	assert_memory_equal(cfg, &zero, sizeof zero);
-}
-
-/* TEXT must fail with exactly ERRORS written. */
-static void assert_errors(const char *text, const char *errors)
-{
-	struct config cfg;
-	char *errs;
-
-	memset(&cfg, 0xa5, sizeof cfg);
-	assert_int_equal(parse(text, &cfg, &errs), -EINVAL);
-	assert_string_equal(errs, errors);
-	assert_zeroed(&cfg);
-	free(errs);
-}
+#include "tests/unit/config_fixture.h"
 
 static void test_defaults(void **state)
 {
@@ -75,6 +32,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.sample_interval_ms, 50);
 	assert_int_equal(cfg.episode_samples, 20);
 	assert_int_equal(cfg.max_dumps_per_second, 100);
+	assert_true(cfg.history_threads == 10 && cfg.history_floor == 100);
 	assert_null(cfg.report_ignore);
 	assert_int_equal(cfg.nwatches, 1);
 	assert_string_equal(cfg.watches[0].name, "all");
@@ -236,7 +194,7 @@ static void test_layout(void **state)
 		        "t.conf:11: interval_is_next_line: unknown key (expected interval, threshold, "
 		        "consecutive, cooldown, database, max_frames, sample_interval, "
 		        "episode_samples, max_dumps_per_second, retention, max_database_size, "
-		        "journal, metrics_file or event_log)\n");
+		        "journal, metrics_file, event_log, history_threads or history_floor)\n");
 		free(errs);
 	}
 	*strstr(text, "interval=5s") = '\0';
@@ -266,8 +224,8 @@ static void test_errors(void **state)
 		{ "[cpumond]\nintervall = 3s\n" WATCH,
 		  "t.conf:2: intervall: unknown key (expected interval, threshold, consecutive, "
 		  "cooldown, database, max_frames, sample_interval, episode_samples, "
-		  "max_dumps_per_second, retention, max_database_size, journal, metrics_file or "
-		  "event_log)\n" },
+		  "max_dumps_per_second, retention, max_database_size, journal, metrics_file, "
+		  "event_log, history_threads or history_floor)\n" },
 		{ "[cpumond]\n[watch x]\ncmdline = ((a{99}){99}){99}\n",
 		  "t.conf:3: cmdline: regex \"((a{99}){99}){99}\" repeats too much: its "
 		  "repetitions ({n,m} m times, + twice) multiply to more than 1000\n" },
@@ -665,6 +623,8 @@ static void test_print(void **state)
 	                    "retention = 14d\n"
 	                    "max_database_size = 256MiB\n"
 	                    "journal = yes\n"
+	                    "history_threads = 10\n"
+	                    "history_floor = 100\n"
 	                    "\n"
 	                    "[watch web]\n"
 	                    "comm = nginx\n"
@@ -729,6 +689,8 @@ static void assert_same_config(const struct config *a, const struct config *b)
 	assert_int_equal(a->consecutive, b->consecutive);
 	assert_int_equal(a->cooldown_ms, b->cooldown_ms);
 	assert_string_equal(a->database, b->database);
+	assert_int_equal(a->history_threads, b->history_threads);
+	assert_int_equal(a->history_floor, b->history_floor);
 	assert_int_equal(a->max_frames, b->max_frames);
 	assert_int_equal(a->sample_interval_ms, b->sample_interval_ms);
 	assert_int_equal(a->episode_samples, b->episode_samples);
@@ -841,6 +803,7 @@ static void test_shipped_config(void **state)
 	assert_int_equal(cfg.sample_interval_ms, 50);
 	assert_int_equal(cfg.episode_samples, 20);
 	assert_int_equal(cfg.max_dumps_per_second, 100);
+	assert_true(cfg.history_threads == 10 && cfg.history_floor == 100);
 	assert_null(cfg.report_ignore);
 	assert_int_equal(cfg.nwatches, 1);
 	assert_string_equal(cfg.watches[0].name, "all");

@@ -19,6 +19,8 @@
 #include <cmocka.h>
 
 #include "tests/unit/report_fixture.h"
+
+#include "config/config.h"
 #include <unistd.h>
 
 static void test_signature_name(void **state)
@@ -541,6 +543,67 @@ static void test_single_dumps_and_missing_stacks(void **state)
 	report_free(r);
 }
 
+struct walk {
+	size_t n;
+	uint64_t samples;
+	uint64_t other;          /* samples of watch "other" */
+	size_t stop_at;          /* stop after this many; 0: never */
+};
+
+static int walk_sample(const struct report_sample *s, void *ctx)
+{
+	struct walk *w = ctx;
+
+	if (w->n == 0) {
+		/* The first event's first stack: app[100], thread 101, A of build 1. */
+		assert_int_equal(s->count, 24);
+		assert_int_equal(s->pid, 100);
+		assert_int_equal(s->tid, 101);
+		assert_int_equal(s->time_us, T0);
+		assert_string_equal(s->thread, "worker-1");
+		assert_string_equal(s->comm, "app");
+		assert_string_equal(s->watch, "app");
+		assert_string_equal(s->host, "h");
+		assert_string_equal(s->kind, "");   /* not given */
+		assert_string_equal(s->stack->frames[0].symbol, "hot_a.constprop.0");
+	}
+	w->n++;
+	w->samples += s->count;
+	if (strcmp(s->watch, "other") == 0)
+		w->other += s->count;
+	return w->stop_at && w->n == w->stop_at ? 7 : 0;
+}
+
+/* Every (event, stack) count with its event, adding up to the totals. */
+static void test_each_sample(void **state)
+{
+	const struct fixture *f = *state;
+	struct report *r = aggregate(f, REPORT_BY_SIGNATURE, false);
+	struct walk w = { 0 };
+
+	assert_int_equal(report_each_sample(r, walk_sample, &w), 0);
+	/* 15 events with two stacks, D's with one, the last none. */
+	assert_int_equal(w.n, 31);
+	assert_int_equal(w.samples, 480);
+	assert_int_equal(w.other, 30);
+	w = (struct walk){ .stop_at = 3 };
+	assert_int_equal(report_each_sample(r, walk_sample, &w), 7);
+	assert_int_equal(w.n, 3);
+	report_free(r);
+}
+
+/* A profile's cpu time without a configuration is the daemon's default
+ * sample_interval. */
+static void test_default_sample_interval(void **state)
+{
+	struct config cfg;
+	(void)state;
+
+	assert_int_equal(config_parse_string("[watch all]\nall = yes\n", "t.conf", &cfg, stderr), 0);
+	assert_int_equal(cfg.sample_interval_ms, REPORT_SAMPLE_INTERVAL_DEFAULT_MS);
+	config_free(&cfg);
+}
+
 static void test_empty(void **state)
 {
 	struct report *r;
@@ -705,6 +768,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_by_entry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ranking_ties, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_single_dumps_and_missing_stacks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_each_sample, setup, teardown),
+		cmocka_unit_test(test_default_sample_interval),
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test_setup_teardown(test_hosts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_moved_process, setup, teardown),

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "tests/unit/report_fixture.h"
+#include "tests/unit/sql_fixture.h"
 
 /* report_run's output for OPT. */
 static char *run(const struct report_options *opt, int expect_rc)
@@ -346,22 +347,6 @@ static void test_run_missing_database(void **state)
 }
 
 /* ---- Compact storage ---- */
-
-/* One integer from SQL on PATH, through a connection of the test's own. */
-static int64_t q_int(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *s = NULL;
-	int64_t v;
-
-	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	sqlite3_close(db);
-	return v;
-}
 
 /* The bytes of each table and index, when SQLite has the dbstat table. */
 static void print_tables(const char *path)

@@ -17,58 +17,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "tests/unit/tmpdir.h"
+#include "tests/unit/sql_fixture.h"
+#include "tests/unit/store_fixture.h"
 
 #include "cpumond/store.h"
-
-/* Each test gets a fresh directory; the database goes one level below it,
- * in a directory store_open has to create. */
-struct fixture {
-	char dir[64];
-	char sub[128];
-	char path[192];
-};
-
-static int setup(void **state)
-{
-	struct fixture *fx = calloc(1, sizeof *fx);
-
-	if (!fx)
-		return -1;
-	if (tmpdir_make(fx->dir, sizeof fx->dir, "test_store") < 0) {
-		free(fx);
-		return -1;
-	}
-	snprintf(fx->sub, sizeof fx->sub, "%s/cpumond", fx->dir);
-	snprintf(fx->path, sizeof fx->path, "%s/log.db", fx->sub);
-	*state = fx;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *fx = *state;
-
-	tmpdir_remove(fx->dir);
-	free(fx);
-	return 0;
-}
-
-/* One integer from SQL run on PATH through a connection of the test's own. */
-static int64_t q_int(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *s = NULL;
-	int64_t v = -1;
-
-	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	v = sqlite3_column_int64(s, 0);
-	assert_int_equal(sqlite3_finalize(s), SQLITE_OK);
-	assert_int_equal(sqlite3_close(db), SQLITE_OK);
-	return v;
-}
 
 static void q_text(const char *path, const char *sql, char *buf, size_t len)
 {
@@ -80,15 +32,6 @@ static void q_text(const char *path, const char *sql, char *buf, size_t len)
 	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
 	snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
 	assert_int_equal(sqlite3_finalize(s), SQLITE_OK);
-	assert_int_equal(sqlite3_close(db), SQLITE_OK);
-}
-
-static void q_exec(const char *path, const char *sql)
-{
-	sqlite3 *db = NULL;
-
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_close(db), SQLITE_OK);
 }
 
@@ -117,17 +60,6 @@ static size_t slurp(const char *path, char *buf, size_t len)
 	n = fread(buf, 1, len, f);
 	assert_int_equal(fclose(f), 0);
 	return n;
-}
-
-static struct store *open_rw(const char *path)
-{
-	struct store *st = NULL;
-	char err[512];
-	int e = store_open(path, true, &st, err, sizeof err);
-
-	if (e < 0)
-		fail_msg("store_open(%s): %d %s", path, e, err);
-	return st;
 }
 
 /* Three frames of one code path.  Two samples of it differ in the leaf's
@@ -354,8 +286,10 @@ static void test_episode_round_trip(void **state)
 	store_close(st);
 }
 
-/* What v4 added (kind, capture, details), dropped again. */
-#define DROP_V4 "DROP INDEX events_kind; ALTER TABLE events DROP COLUMN kind;" \
+/* What v5 added (the usage history), dropped again. */
+#define DROP_V5 "DROP TABLE history; DROP TABLE labels; DROP TABLE cycles; DROP INDEX events_tid;"
+/* What v4 and v5 added (v4: kind, capture, details), dropped again. */
+#define DROP_V4 DROP_V5 " DROP INDEX events_kind; ALTER TABLE events DROP COLUMN kind;" \
 	" ALTER TABLE events DROP COLUMN capture; ALTER TABLE events DROP COLUMN details;"
 
 /* A v1 database (the first release) is migrated: its events keep their
