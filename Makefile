@@ -71,7 +71,8 @@ DEB_DEPS      := gcc make pkg-config libproc2-dev libunwind-dev libinih-dev \
 DEB_TEST_DEPS := libcmocka-dev sqlite3 python3 strace clang libclang-rt-14-dev \
                  prometheus prometheus-node-exporter logrotate elfutils gdb g++ \
                  xz-utils sysstat procps util-linux valgrind groff-base mandoc golang-go \
-                 debuginfod iproute2 dwz python3.11 python3.11-dev nodejs openjdk-17-jdk-headless
+                 debuginfod iproute2 dwz python3.11 python3.11-dev nodejs openjdk-17-jdk-headless \
+                 tmux chromium
 
 all: $(B)/cpumond $(B)/stackdump
 
