@@ -116,7 +116,7 @@ void perfsample_refusal(int err, bool mmap, pid_t tid, int paranoid, bool perfmo
 		return;
 	case EINVAL:
 		say(why, whylen, "perf_event_open%s: the kernel accepts no user stack copy of "
-		    "%u bytes or more, or no remove_on_exec (Linux 5.13)", target,
+		    "%u bytes or more", target,
 		    PERFSAMPLE_STACK_MIN);
 		return;
 	default:
@@ -189,12 +189,12 @@ static void attr_fill(struct perf_event_attr *a, uint64_t period, size_t stack, 
 	 * per sample (issue 17). */
 	a->watermark = 1;
 	a->wakeup_watermark = (uint32_t)(ring / 4 * 3);
-	/* No samples of the program an exec brings, and a COMM record
-	 * marking the exec in the ring (perfsample_read drops what came
-	 * before). */
+	/* A COMM record marks an exec in the ring, between the old
+	 * program's samples and the new one's (perfsample_read drops the old
+	 * ones).  Not remove_on_exec: the event would go without that mark,
+	 * and the samples in the ring could not be told from an exit's. */
 	a->comm = 1;
 	a->comm_exec = 1;
-	a->remove_on_exec = 1;
 }
 
 static int event_open(struct perf_event_attr *a, pid_t tid)

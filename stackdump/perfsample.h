@@ -114,8 +114,9 @@ struct perfsample_sample {
  * consumed; the rest stay for the next read).  Never blocks.  Returns the
  * number of samples handed to FN, or
  *   -ESRCH     the thread exited (samples it left were handed first)
- *   -ENOEXEC   the thread exec'd (samples after the exec were handed; the
- *              event is removed at the exec, so no more come)
+ *   -ENOEXEC   the thread exec'd (the new program's samples that came
+ *              after the exec record were handed; it is another program:
+ *              end the episode)
  *   FN's negative return.
  * After -ESRCH or -ENOEXEC, call perfsample_close. */
 int perfsample_read(struct perfsample *ps,
