@@ -18,11 +18,14 @@
 #  9. what names at read time cost report and tail (bench/names_bench.py):
 #     a database of NAMES_EVENTS events read with the stored names and
 #     with the frames named again from split debug files, alternating
+# 10. the cost of one stack sample to the target, perf (stackdump/
+#     perfsample.c) against ptrace against eu-stack, over the no-tool
+#     baseline of the same run (bench/perf_bench.py), quiet and busy
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
 # LIBPROC2=1 (adds libproc2's row), NAMES_EVENTS, NAMES_RUNS (section 9),
-# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9").
+# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9 10").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -35,7 +38,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -327,5 +330,12 @@ if has 9; then
 	echo
 	python3 "$HERE/names_bench.py" --build "$B" --events "${NAMES_EVENTS:-10000}" \
 		--runs "${NAMES_RUNS:-7}" || echo "**names_bench failed**"
+	echo
+fi
+
+if has 10; then
+	echo "## 10. A stack sample by perf, by ptrace, by eu-stack"
+	echo
+	python3 "$HERE/perf_bench.py" --build "$B" || echo "**perf_bench failed**"
 	echo
 fi
