@@ -104,8 +104,10 @@ def main():
             if load == "busy":
                 busy = start_busy(args.build)
             for s in args.sleepers.split():
-                pm = PauseMeter(pausemeter, int(s), tmp, thresh_us=THRESH_US)
-                wf = os.path.join(tmp, f"win{s}{load}")
+                # A directory per run: PauseMeter waits for its ready file.
+                run_tmp = tempfile.mkdtemp(dir=tmp)
+                pm = PauseMeter(pausemeter, int(s), run_tmp, thresh_us=THRESH_US)
+                wf = os.path.join(run_tmp, "windows")
                 base_wins, eu_wins, eu_named = [], [], False
                 cpu = {}
                 try:

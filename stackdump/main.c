@@ -130,6 +130,7 @@ static int print_one(struct symbolize *names, pid_t pid, pid_t tid, struct stack
                      int r, bool addresses, bool perf)
 {
 	struct stackdump_stack named;
+	uint64_t hash = st->hash;   /* of the unwind, as the daemon stores it */
 
 	if (r < 0) {
 		fprintf(stderr, "stackdump: %s\n", st->error);
@@ -154,9 +155,10 @@ static int print_one(struct symbolize *names, pid_t pid, pid_t tid, struct stack
 	printf(") of pid %d (", (int)pid);
 	stackdump_put_escaped(pname, stdout);
 	if (perf)
-		printf("), sampled by perf, not stopped\n");
+		printf("), sampled by perf, not stopped");
 	else
-		printf("), stopped %" PRIu64 " µs\n", (st->stop_ns + 500) / 1000);
+		printf("), stopped %" PRIu64 " µs", (st->stop_ns + 500) / 1000);
+	printf(", stack hash %016" PRIx64 "\n", hash);
 	if (addresses)
 		print_with_addresses(st);
 	else

@@ -13,6 +13,13 @@ physical frame of the same thread; the lists must be equal, and every frame
 stackdump names must lie inside that symbol's extent in the full symbol
 table (nm -S of the unstripped file).
 
+In perf mode (`stackdump -m perf`, the kernel's sample of a running
+thread) the frames cannot be held against gdb at the same instant: for
+the loop cases (a thread spinning in a known chain) every perf sample
+names the chain, has the function starts and the stack hash of the ptrace
+samples caught in the same innermost function, and the thread is never
+seen stopped or traced while perf samples it.
+
 Also `stackdump -p PID` of BUILD/tests/hotchain (no gdb needed): every
 thread of the process is dumped, the hot one in its chain, none is left
 stopped or traced, and a thread another tracer holds is passed over.
@@ -32,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -377,6 +385,101 @@ def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
         check(f"{name}: left untraced", tracer in (0, -1), f"TracerPid {tracer}")
 
 
+def sample_chain(stackdump, tid, mode):
+    """One sample of TID by stackdump -m MODE -a: (the function start of
+    each frame, innermost first -- ip less its symbol offset, a frame
+    without a name by its ip --, [names], stack hash, output) or None."""
+    r = testlib.run_stackdump([stackdump, "-m", mode, "-a", str(tid)])
+    m = re.search(r", stack hash ([0-9a-f]{16})$", r.stdout, re.M)
+    frames = []
+    for line in r.stdout.splitlines():
+        f = re.match(r"\s+#\d+ 0x([0-9a-f]+) (.*)$", line)
+        if not f or unwound(f.group(2)) is None:
+            continue
+        ip, rest = int(f.group(1), 16), unwound(f.group(2))
+        named = re.match(r"(.*)\+0x([0-9a-f]+) \((.*)\)$", rest)
+        frames.append((ip - int(named.group(2), 16), named.group(1)) if named else (ip, None))
+    if r.returncode != 0 or not m or not frames:
+        return None, r.stdout + r.stderr
+    return ([f[0] for f in frames], [f[1] for f in frames], m.group(1)), r.stdout + r.stderr
+
+
+class StateWatch:
+    """Reads a thread's State and TracerPid every millisecond in a thread
+    of its own, until stopped: what was ever seen."""
+
+    def __init__(self, target):
+        self.target, self.seen, self.done = target, set(), False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done:
+            self.seen.add(self.target.state())
+            time.sleep(0.001)
+
+    def stop(self):
+        self.done = True
+        self.thread.join()
+        self.seen.add(self.target.state())
+        return self.seen
+
+
+def perf_loop(name, argv, stackdump, expect, samples=8):
+    """stackdump -m perf on a thread spinning in a known chain.  Frames
+    cannot be held against gdb at the same instant, so what holds by
+    construction: every perf sample names EXPECT in order and has the
+    function starts and the stack hash of the ptrace samples caught in the
+    same innermost function (the hash is each frame's build-id and
+    function start), and the thread is never stopped or traced while perf
+    samples it."""
+    name = f"perf: {name}"
+    if not selected(name):
+        return
+    try:
+        t = Target(argv)
+    except (RuntimeError, OSError) as e:
+        check(name, False, str(e))
+        return
+    try:
+        perf, texts = [], []
+        watch = StateWatch(t)
+        for _ in range(samples):
+            got, text = sample_chain(stackdump, t.tid, "perf")
+            texts.append(text)
+            if got:
+                perf.append(got)
+        seen = watch.stop()
+        if not perf and "perf_event_open" in texts[-1] and "refused" in texts[-1]:
+            skip(name, texts[-1].strip())
+            return
+        if not check(f"{name}: {samples} perf samples", len(perf) == samples, "\n".join(texts)):
+            return
+        check(f"{name}: never stopped or traced while perf sampled it",
+              all(st not in ("t", "T") and tr == 0 for st, tr in seen), f"seen {sorted(seen)}")
+        missing = [n for n in expect if not all(n in names for _, names, _ in perf)]
+        check(f"{name}: every perf sample names {' <- '.join(expect)}", not missing,
+              f"{missing} missing\n" + "\n".join(texts))
+        # ptrace samples until each innermost function perf caught is seen.
+        ptrace = {}
+        for _ in range(40):
+            if all(p[0][0] in ptrace for p in perf):
+                break
+            got, text = sample_chain(stackdump, t.tid, "ptrace")
+            if got:
+                ptrace.setdefault(got[0][0], got)
+        bad = [f"perf {names} {h} vs ptrace {ptrace.get(starts[0], (0, '?', '?'))[1:]}"
+               for starts, names, h in perf
+               if starts[0] not in ptrace or ptrace[starts[0]][0] != starts
+               or ptrace[starts[0]][2] != h]
+        check(f"{name}: the function starts and stack hash of the ptrace samples in the "
+              f"same function", not bad, "\n".join(bad))
+    finally:
+        state, tracer = t.state()
+        t.stop()
+        check(f"{name}: left untraced", tracer in (0, -1), f"TracerPid {tracer}")
+
+
 def tasks(pid):
     try:
         return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
@@ -602,6 +705,12 @@ def main():
             compare("recursion 200 deep", [v["nofp"][0], "--case", "recurse", "--depth", "200"],
                     stackdump, expect=["case_leaf", "recurse", "case_thread", "clone3"],
                     dump_args=("-n", "1024"))
+            for var in ("fp", "nofp", "debugframe"):
+                perf_loop(f"{var} spin", [v[var][0], "--case", "spin"], stackdump, chain)
+            perf_loop("vdso", [v["nofp"][0], "--case", "vdso"], stackdump,
+                      ["vdso_loop", "vdso_root", "case_thread", "start_thread", "clone3"])
+            perf_loop("recursion 200 deep", [v["nofp"][0], "--case", "recurse", "--depth", "200"],
+                      stackdump, ["case_leaf", "recurse", "case_thread", "clone3"])
             compare("recursion 200 deep, -n 50", [v["nofp"][0], "--case", "recurse"],
                     stackdump, dump_args=("-n", "50"), must_truncate=True)
             if "cxx" in v:
