@@ -800,26 +800,6 @@ static bool preserves_frame_pointer(pid_t pid)
 }
 
 /* Whether process PID maps a libpython (an embedded interpreter). */
-static bool maps_libpython(pid_t pid)
-{
-	char *line = NULL;
-	size_t cap = 0;
-	bool found = false;
-	int fd = procfs_open(pid, 0, "maps", O_RDONLY);
-	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return false;
-	}
-	while (!found && getline(&line, &cap, f) > 0)
-		found = strstr(line, "/libpython3") != NULL;
-	free(line);
-	fclose(f);
-	return found;
-}
-
 /* What the language runtime of P lets the dumps name: its Python frames,
  * its JIT frames (node, java).  Only for an executable named python*,
  * node or java, or one that maps a libpython: stackdump_runtime reads the
@@ -839,7 +819,7 @@ static void check_runtime(struct reporter *rp, const struct watch_proc *p)
 		kind = "node";
 	else if (strcmp(file, "java") == 0)
 		kind = "java";
-	if ((!*kind && strncmp(file, "python", 6) != 0 && !maps_libpython(p->pid)) ||
+	if ((!*kind && strncmp(file, "python", 6) != 0 && !procfs_maps_path_has(p->pid, "/libpython3")) ||
 	    stackdump_runtime(p->pid, &rt) < 0)
 		return;
 	if (doctor_check_runtime(p->pid, p->comm, kind, &rt,

@@ -578,7 +578,7 @@ def test_messages(build, tmp):
         # SIGINT while the hot thread's episode is being sampled.
         def sampling():
             with open(prom) as f:
-                return re.search(r'^cpumond_dumps_total\{watch="target"\} [1-9]', f.read(), re.M)
+                return re.search(r'^cpumond_dumps_total\{watch="target",capture="\w+"\} [1-9]', f.read(), re.M)
         check("messages: an episode under way", poll(sampling, 20), "no dump")
         daemon.send_signal(signal.SIGINT)
         try:
