@@ -177,6 +177,15 @@ class Target:
         self.proc.wait(timeout=10)
 
 
+def start_case(name, argv):
+    """The target of case NAME, or None (a failure of NAME, said)."""
+    try:
+        return Target(argv)
+    except (RuntimeError, OSError) as e:
+        check(name, False, str(e))
+        return None
+
+
 def unwound(rest):
     """A frame line's text without the source line names at read time add
     (" at file.c:LINE"); None for a call inlined into the next frame, which
@@ -313,12 +322,7 @@ def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
     """One case: stackdump's frames == gdb's physical frames (and eu-stack's,
     with EU_STACK), names inside their symbols, EXPECT names present in
     order, no caller at ip 0.  TEST_FILTER selects cases by NAME."""
-    if not selected(name):
-        return
-    try:
-        t = Target(argv)
-    except (RuntimeError, OSError) as e:
-        check(name, False, str(e))
+    if not selected(name) or not (t := start_case(name, argv)):
         return
     try:
         if mutate:
@@ -434,12 +438,7 @@ def perf_loop(name, argv, stackdump, expect, samples=8):
     function start), and the thread is never stopped or traced while perf
     samples it."""
     name = f"perf: {name}"
-    if not selected(name):
-        return
-    try:
-        t = Target(argv)
-    except (RuntimeError, OSError) as e:
-        check(name, False, str(e))
+    if not selected(name) or not (t := start_case(name, argv)):
         return
     try:
         perf, texts = [], []
