@@ -287,14 +287,15 @@ def perf_fds(pid):
 
 
 class StateWatch:
-    """Polls /proc/PID/task/TID/status of TIDS in a thread of its own until
-    stop(): every State and TracerPid seen, so that a test can tell a thread
-    was never stopped or traced.  FDS_OF, a pid: also the most perf
-    descriptors it held at once (perf_fds)."""
+    """Polls /proc/PID/task/TID/status of TIDS (None: every thread of PID
+    as they come and go) in a thread of its own until stop(): every State
+    and TracerPid seen, so that a test can tell a thread was never stopped
+    or traced.  FDS_OF, a pid: also the most perf descriptors it held at
+    once (perf_fds)."""
 
-    def __init__(self, pid, tids, fds_of=None):
+    def __init__(self, pid, tids=None, fds_of=None):
         import threading
-        self.pid, self.tids, self.fds_of = pid, list(tids), fds_of
+        self.pid, self.tids, self.fds_of = pid, tids, fds_of
         self.reads, self.bad, self.max_fds = 0, [], 0
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -302,7 +303,7 @@ class StateWatch:
 
     def run(self):
         while not self.done.is_set():
-            for tid in self.tids:
+            for tid in self.tids if self.tids is not None else live_tids(self.pid):
                 st = thread_status(self.pid, tid)
                 if st is None:
                     continue
