@@ -178,6 +178,85 @@ static void test_hot_thread(void **state)
 	assert_int_equal(info.samples, (uint64_t)c.samples);
 }
 
+/* 1,000 frames of 256 bytes and more: a stack deeper than any perf copy. */
+static unsigned live_deep(int n, unsigned x);
+/* Called through a pointer the compiler cannot see through, so that the
+ * recursion stays 1,000 real frames (not a loop). */
+static unsigned (*volatile deep_again)(int, unsigned) = live_deep;
+
+__attribute__((noinline, noclone)) static unsigned live_deep(int n, unsigned x)
+{
+	volatile unsigned char pad[256];
+
+	pad[0] = (unsigned char)x;
+	if (n == 0)
+		return live_leaf(x);
+	return deep_again(n - 1, x + pad[0]) + pad[0];
+}
+
+static void *deep_main(void *arg)
+{
+	struct spinner *s = arg;
+
+	s->tid = (pid_t)syscall(SYS_gettid);
+	return (void *)(uintptr_t)live_deep(1000, 3);
+}
+
+struct short_stack {
+	struct stackdump *sd;
+	int samples, marked, unmarked;
+	char error[600];
+};
+
+static int check_short(const struct perfsample_sample *s, void *arg)
+{
+	struct short_stack *c = arg;
+	struct stackdump_stack st;
+
+	c->samples++;
+	if (stackdump_thread_copy(c->sd, s->pid, s->tid, &s->copy, 1024, &st) >= 0) {
+		if (st.stack_short && strstr(st.error, "deeper than"))
+			c->marked++;
+		else
+			c->unmarked++;
+		snprintf(c->error, sizeof(c->error), "%zu frames, copy %zu bytes%s: %s", st.nframes,
+		         s->copy.stack_len, s->copy.stack_clipped ? " (clipped)" : "", st.error);
+	}
+	stackdump_stack_free(&st);
+	return 0;
+}
+
+/* The kernel's copy ends at the cap, the stack goes on: the unwind says
+ * so (stack_short), with the frames the copy holds. */
+static void test_deep_stack_marked(void **state)
+{
+	struct spinner s = { 0 };
+	struct perfsample *ps;
+	struct short_stack c = { .sd = stackdump_new() };
+	pthread_attr_t attr;
+	char why[300];
+
+	(void)state;
+	require_perf();
+	stop_spinning = 0;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 4u << 20);
+	assert_int_equal(pthread_create(&s.thread, &attr, deep_main, &s), 0);
+	pthread_attr_destroy(&attr);
+	while (!s.tid)
+		nap_ms(1);
+	assert_int_equal(perfsample_open(s.tid, PERIOD_NS, 0, &ps, why, sizeof(why)), 0);
+	for (uint64_t end = now_s() + DEADLINE_S; c.samples < 5 && now_s() < end; nap_ms(3))
+		assert_true(perfsample_read(ps, check_short, &c) >= 0);
+	perfsample_close(ps);
+	spin_stop(&s);
+	stackdump_free(c.sd);
+	assert_true(c.samples >= 5);
+	if (c.unmarked)
+		fail_msg("%d of %d samples not marked short: %s", c.unmarked, c.samples, c.error);
+	assert_int_equal(c.marked, c.samples);
+}
+
 /* A thread reading an empty pipe runs no user code, however long. */
 struct blocked {
 	pthread_t thread;
@@ -350,6 +429,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hot_thread),
+		cmocka_unit_test(test_deep_stack_marked),
 		cmocka_unit_test(test_blocked_thread),
 		cmocka_unit_test(test_close_frees),
 		cmocka_unit_test(test_thread_exits),
