@@ -367,6 +367,27 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
 	c->done(ev, c->done_arg);
 }
 
+/* EP's end: "WHAT after N samples". */
+static void say_end(struct episode *ep, const char *what)
+{
+	snprintf(ep->end, sizeof ep->end, "%s after %d %s", what, ep->taken,
+	         log_plural((unsigned)ep->taken, "sample", "samples"));
+}
+
+/* Whether EV's thread, BUSY (ns) and RUNNABLE now, went idle since its
+ * last sample; its end then says so. */
+static bool went_idle(struct capture_event *ev, uint64_t busy, bool runnable, uint64_t now_ms)
+{
+	struct episode *ep = &ev->ep;
+
+	if (!ep->last_busy_ns ||
+	    !episode_went_idle(busy - ep->last_busy_ns, (now_ms - ep->last_sample_ms) * 1000000,
+	                       runnable, ev->threshold))
+		return false;
+	say_end(ep, "thread went idle");
+	return true;
+}
+
 /* Takes EV's sample due at NOW_MS, or skips it.  Returns false when the
  * episode ends: its thread exited or went idle, it cannot be stopped, or
  * its samples are taken. */
@@ -377,17 +398,11 @@ static bool sample_one(struct capture *c, struct capture_event *ev, uint64_t now
 	bool runnable;
 
 	if (episode_thread_busy(ep->pid, ep->tid, &busy, &runnable) < 0) {
-		snprintf(ep->end, sizeof ep->end, "thread exited after %d %s", ep->taken,
-		         log_plural((unsigned)ep->taken, "sample", "samples"));
+		say_end(ep, "thread exited");
 		return false;
 	}
-	if (ep->last_busy_ns &&
-	    episode_went_idle(busy - ep->last_busy_ns, (now_ms - ep->last_sample_ms) * 1000000,
-	                      runnable, ev->threshold)) {
-		snprintf(ep->end, sizeof ep->end, "thread went idle after %d %s", ep->taken,
-		         log_plural((unsigned)ep->taken, "sample", "samples"));
+	if (went_idle(ev, busy, runnable, now_ms))
 		return false;
-	}
 	if (!take_dump_token(c, now_ms)) {
 		ep->skipped++;
 		return episode_remaining(ep) > 0;
@@ -455,18 +470,11 @@ static bool perf_step(struct capture *c, struct run *run, uint64_t now_ms)
 		return false;
 	if (rc == -ENOEXEC || rc == -ESRCH ||
 	    episode_thread_busy(ep->pid, ep->tid, &busy, &runnable) < 0) {
-		snprintf(ep->end, sizeof ep->end, "%s after %d %s",
-		         rc == -ENOEXEC ? "the process exec'd" : "thread exited", ep->taken,
-		         log_plural((unsigned)ep->taken, "sample", "samples"));
+		say_end(ep, rc == -ENOEXEC ? "the process exec'd" : "thread exited");
 		return false;
 	}
-	if (ep->last_busy_ns &&
-	    episode_went_idle(busy - ep->last_busy_ns, (now_ms - ep->last_sample_ms) * 1000000,
-	                      runnable, ev->threshold)) {
-		snprintf(ep->end, sizeof ep->end, "thread went idle after %d %s", ep->taken,
-		         log_plural((unsigned)ep->taken, "sample", "samples"));
+	if (went_idle(ev, busy, runnable, now_ms))
 		return false;
-	}
 	ep->last_busy_ns = busy;
 	ep->last_sample_ms = now_ms;
 	if (++run->reads >= 2 * ep->planned) {

@@ -271,6 +271,14 @@ def all_threads_run(pid, timeout=3):
 
 
 
+def perf_allowed(build, tid):
+    """Whether this process may perf-sample thread TID (stackdump -m perf
+    on it), and what stackdump said."""
+    r = subprocess.run([os.path.join(build, "stackdump"), "-m", "perf", str(tid)],
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode == 0, (r.stderr or r.stdout).strip()
+
+
 def perf_fds(pid):
     """How many perf event descriptors process PID holds (None: gone)."""
     try:

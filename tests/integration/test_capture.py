@@ -24,16 +24,10 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testlib import (HOT_THRESHOLD, Daemon, StateWatch, Target, check,  # noqa: E402
-                     is_subsequence, perf_fds, poll, query, run, skip, summary)
+                     is_subsequence, perf_allowed, perf_fds, poll, query, run, skip,
+                     summary)
 
 HOT_CHAIN = ["hot_leaf", "hot_mid", "hot_root", "hot_thread_main"]
-
-
-def perf_allowed(build, tid):
-    """Whether this process may perf-sample TID: stackdump -m perf on it."""
-    r = subprocess.run([os.path.join(build, "stackdump"), "-m", "perf", str(tid)],
-                       capture_output=True, text=True, timeout=30)
-    return r.returncode == 0, (r.stderr or r.stdout).strip()
 
 
 def write_config(path, db, pid, capture, prom, episode_samples=10):
