@@ -13,9 +13,9 @@
  *   win perf-BYTES T_NS T_NS+1 STACK_LEN NAMED UNWIND_NS
  * (T_NS the sample's CLOCK_MONOTONIC time, taken by the kernel in the
  * interrupt; NAMED 1 when the unwound stack names pm_hot_loop), and prints
- *   tool=perf-BYTES samples=N lost=L first_us=F second_us=S cpu_per_sample_us=C
- * F and S the first and second samples' times after perfsample_open
- * was called (the one-shot event's and the periodic one's), C this
+ *   tool=perf-BYTES samples=N lost=L open_us=O first_us=F second_us=S cpu_per_sample_us=C
+ * O how long perfsample_open took, F and S the first and second samples'
+ * times after it was called (the one-shot event's and the periodic one's), C this
  * process's CPU (user + system) over the samples.
  */
 #include "stackdump/perfsample.h"
@@ -33,7 +33,7 @@ struct run {
 	struct stackdump *sd;
 	FILE *wf;
 	char tool[32];
-	uint64_t open_ns, first_ns, second_ns;
+	uint64_t open_ns, opened_ns, first_ns, second_ns;
 	long n;
 };
 
@@ -122,6 +122,7 @@ int main(int argc, char **argv)
 	run.open_ns = now_ns();
 	int r = perfsample_open((pid_t)tid, (uint64_t)period_ms * 1000000, (size_t)stack, &ps, why,
 	                        sizeof(why));
+	run.opened_ns = now_ns();
 	if (r < 0) {
 		fprintf(stderr, "perf_bench: %s\n", why);
 		return 1;
@@ -139,8 +140,9 @@ int main(int argc, char **argv)
 	perfsample_close(ps);
 	if (r < 0)
 		fprintf(stderr, "perf_bench: tid %ld: %s\n", tid, strerror(-r));
-	printf("tool=%s samples=%ld lost=%" PRIu64 " first_us=%.1f second_us=%.1f "
+	printf("tool=%s samples=%ld lost=%" PRIu64 " open_us=%.1f first_us=%.1f second_us=%.1f "
 	       "cpu_per_sample_us=%.1f\n", run.tool, run.n, info.lost,
+	       ((double)run.opened_ns - (double)run.open_ns) / 1e3,
 	       run.n > 0 ? ((double)run.first_ns - (double)run.open_ns) / 1e3 : -1.0,
 	       run.n > 1 ? ((double)run.second_ns - (double)run.open_ns) / 1e3 : -1.0,
 	       run.n ? (double)cpu / 1e3 / (double)run.n : 0.0);
