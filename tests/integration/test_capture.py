@@ -9,7 +9,8 @@
   stack hash (the hot loop is hot_leaf's: the hash is build-id + function
   start per frame, whichever instruction a sample caught);
 - capture = auto: perf where the kernel permits it (root here);
-- tail --json says the capture; the metrics count the samples by capture.
+- tail --json and report --json say the capture; the metrics count the
+  samples by capture.
 
 Prints "ok - NAME" / "not ok - NAME: why" / "skip - NAME: why" and ends with
 "N passed, N failed, N skipped".
@@ -116,6 +117,11 @@ def test_perf_and_ptrace(build, tmp):
         except (ValueError, IndexError):
             o = {}
         check("perf: tail --json says capture perf", o.get("capture") == "perf", p.stdout[:300])
+        p = subprocess.run([os.path.join(build, "cpumond"), "report", "-d", db, "--json"],
+                           capture_output=True, text=True, timeout=30)
+        groups = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        check("perf: report --json names the captures of each group",
+              groups and all(g.get("captures") == ["perf"] for g in groups), p.stdout[:300])
 
         ev2, watch2, log2, _, db2, _ = episode(build, tmp, target, "ptrace")
         check("ptrace: an event with a stack", ev2, log2[-2000:])
