@@ -444,11 +444,22 @@ static int perf_sample(const struct perfsample_sample *s, void *arg)
 	return 0;
 }
 
+/* The kernel samples every sample_interval of the thread's CPU time in
+ * user space: a thread at its THRESHOLD (permille) gives EP's samples in
+ * planned * 1000 / threshold sample intervals.  A perf episode lasts at
+ * most twice that, and at least twice its samples' intervals: a thread
+ * busy in system calls, which the idle check does not end, gives few. */
+static int max_reads(const struct episode *ep, int threshold)
+{
+	int per = threshold > 0 ? (2000 + threshold - 1) / threshold : 2;
+
+	return ep->planned * (per > 2 ? per : 2);
+}
+
 /* Reads RUN's ring at NOW_MS: the samples the kernel took since the last
  * read.  Returns false when the episode ends: its samples are taken, its
  * thread exited, exec'd or went idle, or it gave too few samples in
- * twice the time its samples take at one core (a thread that spends its
- * time in system calls: its user-space samples are all that is taken). */
+ * max_reads. */
 static bool perf_step(struct capture *c, struct run *run, uint64_t now_ms)
 {
 	struct capture_event *ev = run->ev;
@@ -477,9 +488,9 @@ static bool perf_step(struct capture *c, struct run *run, uint64_t now_ms)
 		return false;
 	ep->last_busy_ns = busy;
 	ep->last_sample_ms = now_ms;
-	if (++run->reads >= 2 * ep->planned) {
+	if (++run->reads >= max_reads(ep, ev->threshold)) {
 		snprintf(ep->end, sizeof ep->end, "%d of %d samples in %d sample intervals: the "
-		         "thread ran less than half of them in user space", ep->taken, ep->planned,
+		         "thread ran under half its threshold in user space", ep->taken, ep->planned,
 		         run->reads);
 		return false;
 	}
