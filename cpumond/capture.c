@@ -497,17 +497,30 @@ static bool perf_step(struct capture *c, struct run *run, uint64_t now_ms)
 	return true;
 }
 
+/* Closes RUN's sampler; an episode that got no perf sample says why it
+ * has no stack. */
+static void run_close(struct run *run)
+{
+	struct capture_event *ev = run->ev;
+
+	if (run->perf && ev->ep.taken == 0 && !ev->error[0])
+		snprintf(ev->error, sizeof ev->error, "no perf sample came: the thread did not run "
+		         "in user space (%.180s)", ev->ep.end[0] ? ev->ep.end : "episode ended");
+	perfsample_close(run->perf);
+	run->perf = NULL;
+}
+
 /* Hands over episode I, which ended, and closes its sampler. */
 static void run_end(struct capture *c, size_t i)
 {
 	struct run run = c->active[i];
 	struct episode *ep = &run.ev->ep;
 
-	perfsample_close(run.perf);
 	if (!ep->end[0] && ep->skipped)
 		snprintf(ep->end, sizeof ep->end, "cut short: %d of %d samples skipped "
 		         "(max_dumps_per_second, or the thread did not stop)", ep->skipped,
 		         ep->planned);
+	run_close(&run);
 	if (ep->end[0])
 		log_msg(LOG_INFO, "episode of %s[%d] thread %d: %s", run.ev->comm, (int)ep->pid,
 		        (int)ep->tid, ep->end);
@@ -561,9 +574,9 @@ size_t capture_finish_all(struct capture *c)
 		struct run run = c->active[--c->nactive];
 		struct capture_event *ev = run.ev;
 
-		perfsample_close(run.perf);
 		snprintf(ev->ep.end, sizeof ev->ep.end, "cpumond stopped after %d %s", ev->ep.taken,
 		         log_plural((unsigned)ev->ep.taken, "sample", "samples"));
+		run_close(&run);
 		c->done(ev, c->done_arg);
 	}
 	return n;
