@@ -46,7 +46,13 @@
  * registers' ABI and 20 registers, the stack's size and dyn_size: 208
  * bytes) the largest stack copy is 65320 bytes.  perfsample_open asks for
  * the cap it is given (or this), and steps down in 8 KiB steps while the
- * kernel says EINVAL; perfsample_info says what it got. */
+ * kernel says EINVAL; perfsample_info says what it got.  What the cap
+ * costs the target (bench/README.md §10): the kernel copies from the
+ * stack pointer up to the cap or to the first page it cannot read, and a
+ * copy that runs to the end of the stack's mapping ends in a fault taken
+ * in the interrupt: +10..+16 µs over a tick's median with the largest cap
+ * on a shallow 64 KiB thread stack, against -3..+8 µs with 16 KiB, which
+ * stopped short of the end. */
 #define PERFSAMPLE_STACK_MAX 65320u
 #define PERFSAMPLE_STACK_MIN 4096u
 
