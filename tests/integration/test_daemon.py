@@ -109,6 +109,8 @@ def test_cli(build, tmp):
         ([stackdump], 2, None),
         ([stackdump, "--version"], 0, None),
         ([stackdump, "999999999"], 1, "999999999"),
+        ([stackdump, "-m", "gdb", "1"], 2, "-m wants perf or ptrace"),
+        ([stackdump, "-m", "perf", "999999999"], 1, "999999999"),
     ]
     # Without -c and without /etc/cpumond/cpumond.conf the readers take the
     # default database, and say which path they tried when it is missing.
