@@ -62,36 +62,51 @@ def no_perf_fds_left(name, daemon):
           poll(lambda: perf_fds(daemon.pid) == 0, 15), f"{perf_fds(daemon.pid)} left")
 
 
+class Episodes:
+    """The daemon on CONF, and every thread of PID watched (StateWatch) with
+    the daemon's perf descriptors, for a with block that ends with the
+    checks every scenario makes: no perf descriptor left in the daemon
+    once its episodes are over, no thread of the target ever stopped."""
+
+    def __init__(self, build, tmp, name, conf, pid):
+        self.name = name
+        self.daemon = Daemon(build, conf, tmp, name.replace(" ", "-"))
+        self.watch = StateWatch(pid, None, fds_of=self.daemon.pid)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        try:
+            if kind is None:
+                no_perf_fds_left(self.name, self.daemon)
+                target_ok(self.name, self.watch.stop())
+        finally:
+            self.watch.stop()
+            self.daemon.stop()
+
+
 def test_perf_exit(build, tmp):
     """Hot threads that live 600..1500 ms: episodes end at their exits."""
     proc, pid, hot, _ = start_target([os.path.join(build, "tests", "faulty"), "--hot", "1",
                                       "--life-ms", "600:1500", "--total", "8", "--timeout", "120"])
-    daemon = watch = None
     try:
         ok, why = perf_allowed(build, hot[0]) if hot else (False, "no hot thread")
         if not ok:
             skip("perf exit", why)
             return
         db, conf = config(tmp, "exit", pid, cooldown="0")
-        daemon = Daemon(build, conf, tmp, "exit")
-        watch = StateWatch(pid, None, fds_of=daemon.pid)
-        exited = poll(lambda: count(db, "SELECT count(*) FROM events WHERE capture = 'perf' AND "
-                                        "episode_end LIKE 'thread exited after%'") >= 2, 60)
-        check("perf exit: episodes end when their thread exits", exited,
-              query(db, "SELECT tid, capture, samples, episode_end, error FROM events"))
-        check("perf exit: the daemon held perf descriptors meanwhile", watch.max_fds > 0,
-              watch.max_fds)
-        check("perf exit: the target finished its work", poll(lambda: proc.poll() == 0, 60),
-              proc.poll())
-        no_perf_fds_left("perf exit", daemon)
-        watch.stop()
-        target_ok("perf exit", watch)
-        check("perf exit: the daemon still runs", daemon.alive(), daemon.log()[-500:])
+        with Episodes(build, tmp, "perf exit", conf, pid) as e:
+            exited = poll(lambda: count(db, "SELECT count(*) FROM events WHERE capture = 'perf' "
+                                            "AND episode_end LIKE 'thread exited after%'") >= 2, 60)
+            check("perf exit: episodes end when their thread exits", exited,
+                  query(db, "SELECT tid, capture, samples, episode_end, error FROM events"))
+            check("perf exit: the daemon held perf descriptors meanwhile", e.watch.max_fds > 0,
+                  e.watch.max_fds)
+            check("perf exit: the target finished its work", poll(lambda: proc.poll() == 0, 60),
+                  proc.poll())
+            check("perf exit: the daemon still runs", e.daemon.alive(), e.daemon.log()[-500:])
     finally:
-        if watch:
-            watch.stop()
-        if daemon:
-            daemon.stop()
         stop(proc)
 
 
@@ -101,31 +116,22 @@ def test_perf_exec(build, tmp):
     always under way at the exec, and ends there."""
     proc, pid, hot, _ = start_target([os.path.join(build, "tests", "spinexec"), "--spin-ms",
                                       "3000", "--execs", "3"])
-    daemon = watch = None
     try:
         ok, why = perf_allowed(build, pid) if pid else (False, "spinexec not ready")
         if not ok:
             skip("perf exec", why)
             return
         db, conf = config(tmp, "exec", pid, cooldown="0")
-        daemon = Daemon(build, conf, tmp, "exec")
-        watch = StateWatch(pid, None, fds_of=daemon.pid)
-        rows = poll(lambda: query(db, "SELECT id, samples, episode_end FROM events WHERE "
-                                      "capture = 'perf' AND episode_end LIKE "
-                                      "'the process exec''d after%'"), 60)
-        check("perf exec: an episode ends at the exec", rows,
-              query(db, "SELECT tid, capture, samples, episode_end, error FROM events"))
-        exe = query(db, "SELECT exe FROM events")
-        check("perf exec: the events are the target's", exe and all(
-              e[0].endswith("spinexec") for e in exe), exe)
-        no_perf_fds_left("perf exec", daemon)
-        watch.stop()
-        target_ok("perf exec", watch)
+        with Episodes(build, tmp, "perf exec", conf, pid):
+            rows = poll(lambda: query(db, "SELECT id, samples, episode_end FROM events WHERE "
+                                          "capture = 'perf' AND episode_end LIKE "
+                                          "'the process exec''d after%'"), 60)
+            check("perf exec: an episode ends at the exec", rows,
+                  query(db, "SELECT tid, capture, samples, episode_end, error FROM events"))
+            exe = query(db, "SELECT exe FROM events")
+            check("perf exec: the events are the target's", exe and all(
+                  e[0].endswith("spinexec") for e in exe), exe)
     finally:
-        if watch:
-            watch.stop()
-        if daemon:
-            daemon.stop()
         stop(proc)
 
 
@@ -192,7 +198,6 @@ def test_perf_bounded(build, tmp):
     """Three hot threads trip at once under max_dumps_per_second = 1: one
     perf episode at a time (its two descriptors), the others none."""
     proc, pid, hot, _ = hot_target(build, 3)
-    daemon = watch = None
     try:
         ok, why = perf_allowed(build, hot[0]) if hot else (False, "no hot thread")
         if not ok:
@@ -200,25 +205,18 @@ def test_perf_bounded(build, tmp):
             return
         db, conf = config(tmp, "bounded", pid, cooldown="1h", max_dumps_per_second=1,
                           episode_samples=100)
-        daemon = Daemon(build, conf, tmp, "bounded")
-        watch = StateWatch(pid, None, fds_of=daemon.pid)
-        # cooldown 1h: one event per hot thread.
-        rows = poll(lambda: len(query(db, "SELECT tid FROM events WHERE tid IN (?, ?, ?)",
-                                      tuple(hot))) >= 3, 60)
-        events = query(db, "SELECT tid, capture, samples, episode_end, error FROM events")
-        check("perf bounded: an event for each hot thread", rows, events)
-        check("perf bounded: two perf descriptors at most (one episode)",
-              0 < watch.max_fds <= 2, watch.max_fds)
-        check("perf bounded: the episodes over the limit are said",
-              any((e[4] or "").startswith("too many episodes at once") for e in events), events)
-        no_perf_fds_left("perf bounded", daemon)
-        watch.stop()
-        target_ok("perf bounded", watch)
+        with Episodes(build, tmp, "perf bounded", conf, pid) as e:
+            # cooldown 1h: one event per hot thread.
+            rows = poll(lambda: len(query(db, "SELECT tid FROM events WHERE tid IN (?, ?, ?)",
+                                          tuple(hot))) >= 3, 60)
+            events = query(db, "SELECT tid, capture, samples, episode_end, error FROM events")
+            check("perf bounded: an event for each hot thread", rows, events)
+            check("perf bounded: two perf descriptors at most (one episode)",
+                  0 < e.watch.max_fds <= 2, e.watch.max_fds)
+            check("perf bounded: the episodes over the limit are said",
+                  any((ev[4] or "").startswith("too many episodes at once") for ev in events),
+                  events)
     finally:
-        if watch:
-            watch.stop()
-        if daemon:
-            daemon.stop()
         stop(proc)
 
 
