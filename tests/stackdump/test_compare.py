@@ -192,11 +192,11 @@ def unwound(rest):
     return None if " [inlined] (" in rest else re.sub(r" at \S+:\d+$", "", rest)
 
 
-def stackdump_frames(stackdump, tid, extra=()):
-    """[(ip, symbol or None, symbol offset, module)] of the unwind, error text."""
-    r = run([stackdump, "-a", *extra, str(tid)])
+def parsed_frames(text):
+    """[(ip, symbol or None, symbol offset, module)] of the frames of
+    stackdump -a's output TEXT."""
     frames = []
-    for line in r.stdout.splitlines():
+    for line in text.splitlines():
         m = re.match(r"\s+#\d+ 0x([0-9a-f]+) (.*)$", line)
         if not m or unwound(m.group(2)) is None:
             continue
@@ -206,7 +206,13 @@ def stackdump_frames(stackdump, tid, extra=()):
             frames.append((ip, named.group(1), int(named.group(2), 16), named.group(3)))
         else:
             frames.append((ip, None, 0, rest.rsplit("+0x", 1)[0]))
-    return frames, r.stdout + r.stderr, r.returncode
+    return frames
+
+
+def stackdump_frames(stackdump, tid, extra=()):
+    """[(ip, symbol or None, symbol offset, module)] of the unwind, error text."""
+    r = run([stackdump, "-a", *extra, str(tid)])
+    return parsed_frames(r.stdout), r.stdout + r.stderr, r.returncode
 
 
 def gdb_frames(tid, symbols=None):
@@ -394,14 +400,7 @@ def sample_chain(stackdump, tid, mode):
     without a name by its ip --, [names], stack hash, output) or None."""
     r = testlib.run_stackdump([stackdump, "-m", mode, "-a", str(tid)])
     m = re.search(r", stack hash ([0-9a-f]{16})$", r.stdout, re.M)
-    frames = []
-    for line in r.stdout.splitlines():
-        f = re.match(r"\s+#\d+ 0x([0-9a-f]+) (.*)$", line)
-        if not f or unwound(f.group(2)) is None:
-            continue
-        ip, rest = int(f.group(1), 16), unwound(f.group(2))
-        named = re.match(r"(.*)\+0x([0-9a-f]+) \((.*)\)$", rest)
-        frames.append((ip - int(named.group(2), 16), named.group(1)) if named else (ip, None))
+    frames = [(ip - off, sym) for ip, sym, off, _ in parsed_frames(r.stdout)]
     if r.returncode != 0 or not m or not frames:
         return None, r.stdout + r.stderr
     return ([f[0] for f in frames], [f[1] for f in frames], m.group(1)), r.stdout + r.stderr
