@@ -82,6 +82,8 @@ def main():
     ap.add_argument("--baseline-s", type=float, default=2.0)
     ap.add_argument("--perf-s", type=float, default=2.0)
     ap.add_argument("--period-ms", type=int, default=10)
+    ap.add_argument("--stacks", default="0 16384",
+                    help="perf's stack caps, bytes (0: the largest the kernel takes)")
     ap.add_argument("--ptrace-reps", type=int, default=20, help="per round")
     ap.add_argument("--eu-reps", type=int, default=4, help="per round")
     args = ap.parse_args()
@@ -129,7 +131,7 @@ def main():
                         t0 = time.monotonic_ns()
                         time.sleep(args.baseline_s)
                         base_wins.append((t0, time.monotonic_ns()))
-                        for stack in ("0", "16384"):
+                        for stack in args.stacks.split():
                             r = subprocess.run([perf_bench, "--pid", str(pm.pid), "--tid",
                                                 str(pm.hot), "--period-ms", str(args.period_ms),
                                                 "--read-ms", str(args.period_ms), "--seconds",
