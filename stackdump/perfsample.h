@@ -50,9 +50,9 @@
  * costs the target (bench/README.md §10): the kernel copies from the
  * stack pointer up to the cap or to the first page it cannot read, and a
  * copy that runs to the end of the stack's mapping ends in a fault taken
- * in the interrupt: +10..+16 µs over a tick's median with the largest cap
- * on a shallow 64 KiB thread stack, against -3..+8 µs with 16 KiB, which
- * stopped short of the end. */
+ * in the interrupt.  Over a tick's median, on a shallow 64 KiB thread
+ * stack: 4 or 8 KiB -2 µs, 16 KiB +5..+11 (short of the end), the largest
+ * +10..+23 (it copied 20.9 KiB, to the end). */
 #define PERFSAMPLE_STACK_MAX 65320u
 #define PERFSAMPLE_STACK_MIN 4096u
 
