@@ -22,12 +22,18 @@
 #     with 10 kept a 3 s cycle, and what it adds to a cycle (on, off)
 #     against sampling and against a cycle's transaction with one event,
 #     HISTORY_ROUNDS rounds in rotating order
+# 11. the cost of one stack sample to the target, perf (stackdump/
+#     perfsample.c) against ptrace against eu-stack, over the no-tool
+#     baseline of the same run (bench/perf_bench.py), quiet and busy
+# 12. the daemon's own CPU per stack sample, capture = perf against
+#     capture = ptrace, each over a daemon with no episode
+#     (bench/capture_cpu_bench.py)
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
 # LIBPROC2=1 (adds libproc2's row), NAMES_EVENTS, NAMES_RUNS (section 9),
 # PY_REPS (dumps in section 8), HISTORY_ROUNDS (section 10, 400),
-# SECTIONS (default "1 2 3 4 5 6 8 9 10").
+# SECTIONS (default "1 2 3 4 5 6 8 9 10 11 12").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -40,7 +46,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10 11 12}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -346,5 +352,19 @@ if has 10; then
 	echo
 	"$B/bench/history_bench" --cost --cycles "${HISTORY_ROUNDS:-400}" --db "$work/cost.db" ||
 		echo "**history_bench --cost failed**"
+	echo
+fi
+
+if has 11; then
+	echo "## 11. A stack sample by perf, by ptrace, by eu-stack"
+	echo
+	python3 "$HERE/perf_bench.py" --build "$B" || echo "**perf_bench failed**"
+	echo
+fi
+
+if has 12; then
+	echo "## 12. The daemon's CPU per stack sample, perf against ptrace"
+	echo
+	python3 "$HERE/capture_cpu_bench.py" --build "$B" || echo "**capture_cpu_bench failed**"
 	echo
 fi

@@ -11,7 +11,8 @@
  * (CLOCK_MONOTONIC, the stop window as unwindbench --windows writes it;
  * CALL_NS is the whole stackdump_thread call, unwinding and naming
  * included; NAMED is 1 when the stack names pm_hot_loop), and
- * prints a summary line with the tracer's own stop times.
+ * prints a summary line with the tracer's own stop times and its CPU
+ * (user + system) per dump.
  *
  * --registers-only: cpumond's stop with nothing copied but the registers
  * (stackdump/snapshot.c with a zero-byte stack copy, no unwinding), the
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static uint64_t now_ns(void)
@@ -34,6 +36,13 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* User + system CPU of RU (µs). */
+static double cpu_us(const struct rusage *ru)
+{
+	return (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1e6 +
+	       (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -100,6 +109,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	long ok = 0;
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
 	for (long i = 0; i < reps; i++) {
 		struct stackdump_stack st;
 		uint64_t t0 = now_ns();
@@ -125,10 +136,12 @@ int main(int argc, char **argv)
 		stackdump_poll(sd);
 		snapshot_poll(&pending);
 	}
+	getrusage(RUSAGE_SELF, &ru1);
 	qsort(stops, (size_t)reps, sizeof(*stops), cmp_u64);
-	printf("tool=%s reps=%ld ok=%ld stop_med_us=%.1f stop_p99_us=%.1f stop_max_us=%.1f\n",
+	printf("tool=%s reps=%ld ok=%ld stop_med_us=%.1f stop_p99_us=%.1f stop_max_us=%.1f "
+	       "cpu_per_dump_us=%.1f\n",
 	       regs_only ? "regs" : "cpumond", reps, ok, stops[reps / 2] / 1e3, stops[(reps * 99) / 100] / 1e3,
-	       stops[reps - 1] / 1e3);
+	       stops[reps - 1] / 1e3, (cpu_us(&ru1) - cpu_us(&ru0)) / (double)reps);
 	if (wf)
 		fclose(wf);
 	free(stops);

@@ -45,11 +45,12 @@ def max_overlap(gaps, a, b):
 
 
 class PauseMeter:
-    def __init__(self, binary, sleepers, tmp):
+    def __init__(self, binary, sleepers, tmp, thresh_us=20):
         self.out = os.path.join(tmp, f"pm{sleepers}.out")
         ready = os.path.join(tmp, f"pm{sleepers}.ready")
         self.proc = subprocess.Popen([binary, "--out", self.out, "--sleepers", str(sleepers),
-                                      "--ready", ready, "--timeout", "900"],
+                                      "--ready", ready, "--timeout", "900",
+                                      "--thresh-us", str(thresh_us)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.seq = 0
         end = time.monotonic() + 30

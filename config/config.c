@@ -65,8 +65,9 @@
 enum key {
 	KEY_INTERVAL, KEY_THRESHOLD, KEY_CONSECUTIVE, KEY_COOLDOWN, KEY_DATABASE,
 	KEY_MAX_FRAMES, KEY_SAMPLE_INTERVAL, KEY_EPISODE_SAMPLES, KEY_MAX_DUMPS_PER_SECOND,
-	KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE, KEY_EVENT_LOG,
-	KEY_HISTORY_THREADS, KEY_HISTORY_FLOOR, KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
+	KEY_CAPTURE, KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE,
+	KEY_EVENT_LOG, KEY_HISTORY_THREADS, KEY_HISTORY_FLOOR, KEY_IGNORE, KEY_PID, KEY_PIDFILE,
+	KEY_COMM, KEY_EXE, KEY_CMDLINE,
 	KEY_USER, KEY_UNIT, KEY_CGROUP, KEY_ALL, NKEYS
 };
 #define FIRST_SELECTOR KEY_PID
@@ -86,6 +87,7 @@ static const struct {
 	[KEY_SAMPLE_INTERVAL] = { "sample_interval", true, false, false },
 	[KEY_EPISODE_SAMPLES] = { "episode_samples", true, false, false },
 	[KEY_MAX_DUMPS_PER_SECOND] = { "max_dumps_per_second", true, false, false },
+	[KEY_CAPTURE] = { "capture", true, false, false },
 	[KEY_RETENTION] = { "retention", true, false, false },
 	[KEY_MAX_DATABASE_SIZE] = { "max_database_size", true, false, false },
 	[KEY_JOURNAL] = { "journal", true, false, false },
@@ -415,6 +417,14 @@ static int set_global(struct parser *p, enum key key, const char *value)
 			return -EINVAL;
 		c->history_floor = (int)n;
 		return 0;
+	case KEY_CAPTURE:
+		for (int i = CONFIG_CAPTURE_AUTO; i <= CONFIG_CAPTURE_PTRACE; i++)
+			if (strcmp(value, config_capture_name((enum config_capture)i)) == 0) {
+				c->capture = (enum config_capture)i;
+				return 0;
+			}
+		report(p, p->lineno, "capture: \"%s\" is not a capture (auto, perf or ptrace)", value);
+		return -EINVAL;
 	case KEY_RETENTION:
 		return get_duration(p, key, value, 0, RETENTION_MAX_MS, &c->retention_ms);
 	case KEY_MAX_DATABASE_SIZE:
@@ -622,8 +632,8 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 	else if (key == NKEYS && global)
 		report(p, p->lineno, "%s: unknown key (expected interval, threshold, consecutive, "
 		       "cooldown, database, max_frames, sample_interval, episode_samples, "
-		       "max_dumps_per_second, retention, max_database_size, journal, metrics_file, "
-		       "event_log, history_threads or history_floor)", name);
+		       "max_dumps_per_second, capture, retention, max_database_size, journal, "
+		       "metrics_file, event_log, history_threads or history_floor)", name);
 	else if (key == NKEYS && in_report)
 		report(p, p->lineno, "%s: unknown key (expected ignore)", name);
 	else if (key == NKEYS)
@@ -926,6 +936,7 @@ void config_print(const struct config *cfg, FILE *out)
 	fprintf(out, "sample_interval = %s\n", format_duration(cfg->sample_interval_ms, d, sizeof d));
 	fprintf(out, "episode_samples = %d\n", cfg->episode_samples);
 	fprintf(out, "max_dumps_per_second = %d\n", cfg->max_dumps_per_second);
+	fprintf(out, "capture = %s\n", config_capture_name(cfg->capture));
 	fprintf(out, "retention = %s\n", format_duration(cfg->retention_ms, d, sizeof d));
 	fprintf(out, "max_database_size = %s\n", format_size(cfg->max_database_size, d, sizeof d));
 	fprintf(out, "journal = %s\n", cfg->journal ? "yes" : "no");
@@ -965,6 +976,13 @@ void config_print(const struct config *cfg, FILE *out)
 		fprintf(out, "consecutive = %d\n", w->consecutive);
 		fprintf(out, "cooldown = %s\n", format_duration(w->cooldown_ms, d, sizeof d));
 	}
+}
+
+const char *config_capture_name(enum config_capture capture)
+{
+	static const char *const names[] = { "auto", "perf", "ptrace" };
+
+	return names[capture];
 }
 
 void config_free(struct config *cfg)

@@ -37,6 +37,14 @@ struct watch_config {
 	uint64_t cooldown_ms;   /* at most one event per thread per cooldown */
 };
 
+/* How an episode's stack samples are taken (capture =). */
+enum config_capture {
+	CONFIG_CAPTURE_AUTO,    /* perf where the kernel permits it for the target
+	                           and no Python frames are read, ptrace otherwise */
+	CONFIG_CAPTURE_PERF,    /* perf only: a thread is never stopped */
+	CONFIG_CAPTURE_PTRACE,  /* a ptrace stop per sample */
+};
+
 struct config {
 	char *path;             /* the file it came from */
 	uint64_t interval_ms;   /* >= 100; default 3000 */
@@ -50,6 +58,7 @@ struct config {
 	int episode_samples;    /* stack samples per episode, 0..1000, default 20;
 	                           0: one dump per event */
 	int max_dumps_per_second; /* over all episodes together, 1..10000, default 100 */
+	enum config_capture capture; /* default CONFIG_CAPTURE_AUTO */
 	uint64_t retention_ms;  /* events older than this are deleted; default 14d; 0: kept */
 	uint64_t max_database_size; /* bytes; the oldest events go past it; default 256MiB;
 	                               0: no cap */
@@ -106,5 +115,8 @@ int config_compile_regex(const char *text, regex_t *re, char *why, size_t whylen
  * anything else (empty, negative, another unit, junk).  Also reads
  * report --since and --until. */
 int config_parse_duration(const char *text, uint64_t *ms);
+
+/* "auto", "perf" or "ptrace". */
+const char *config_capture_name(enum config_capture capture);
 
 #endif

@@ -7,8 +7,13 @@
  * or goes idle, or it cannot be stopped.  All episodes share one budget of
  * max_dumps_per_second.  A finished episode leaves as a capture_event
  * through the function given to capture_new.  The stacks come from
- * stackdump (ptrace); the pure part of an episode (counts, key stack, when
- * a thread went idle) is episode.h.
+ * stackdump: a ptrace stop per sample, or (capture = perf, or auto where
+ * the kernel permits it and the process runs no CPython) one perf event
+ * per episode (perfsample.h) whose samples the kernel takes at the
+ * thread's own clock interrupts, read from its ring on the episode's timer
+ * (never woken per sample) and unwound as ptrace copies are; the event is
+ * closed when the episode ends, on every path.  The pure part of an
+ * episode (counts, key stack, when a thread went idle) is episode.h.
  */
 #ifndef CPUMOND_CAPTURE_H
 #define CPUMOND_CAPTURE_H
@@ -34,7 +39,8 @@ struct capture_event {
 	int64_t time_us;         /* CLOCK_REALTIME when it tripped */
 	const char *kind;        /* what tripped (store_event's kind): "hot" */
 	const char *capture;     /* how its samples were taken (store_event's
-	                            capture): "ptrace"; NULL before the first */
+	                            capture): "ptrace" or "perf", one per episode;
+	                            NULL before the first */
 	char *watch;             /* the watch's name */
 	char *exe;               /* /proc/PID/exe, "" when unknown; NULL when out of memory */
 	char *cgroup;            /* its cgroup v2 path, "" when unknown; NULL when out of memory */
@@ -54,18 +60,20 @@ typedef void (*capture_done_fn)(struct capture_event *ev, void *arg);
 struct capture;
 
 /* Episodes under CFG's limits (max_frames, episode_samples,
- * sample_interval, max_dumps_per_second).  CFG must stay valid until
+ * sample_interval, max_dumps_per_second, capture).  CFG must stay valid until
  * capture_configure gives another, or capture_free.  Dumps are counted in
  * METRICS; every finished event goes to DONE(event, ARG).  Returns NULL
  * when out of memory. */
 struct capture *capture_new(const struct config *cfg, struct metrics *metrics,
                             capture_done_fn done, void *arg);
 
-/* Detaches any thread still stopped, and frees the episodes under way
- * without handing them over (capture_finish_all first keeps them). */
+/* Detaches any thread still stopped, closes the perf events, and frees the
+ * episodes under way without handing them over (capture_finish_all first
+ * keeps them). */
 void capture_free(struct capture *c);
 
-/* After a reload: the limits of CFG apply to the next samples. */
+/* After a reload: the limits of CFG apply to the next samples (capture =
+ * to the next episodes). */
 void capture_configure(struct capture *c, const struct config *cfg);
 
 /* Thread T of PROC, in watch WC, tripped the trigger at NOW_MS

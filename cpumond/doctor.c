@@ -18,14 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cpumond/doctor_internal.h"
 #include "cpumond/log.h"
 #include "cpumond/watch.h"
 #include "procfs/procfs.h"
 #include "stackdump/stackdump.h"
-
-/* Capability bits (linux/capability.h). */
-#define CAP_BIT_SYS_PTRACE 19
-#define CAP_BIT_SYS_NICE   23
 
 /* Per-process checks print at most this many problems each; the rest are
  * counted in one line (all = yes may watch hundreds of processes). */
@@ -33,33 +30,6 @@
 
 /* A watch's line names this many of its processes, then counts the rest. */
 #define WATCH_PROCS_SHOWN 5
-
-static bool has_cap(uint64_t mask, int bit)
-{
-	return (mask >> bit) & 1;
-}
-
-__attribute__((format(printf, 3, 4)))
-static void set(struct doctor_result *r, enum doctor_level level, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->level = level;
-	r->fix[0] = '\0';
-	va_start(ap, fmt);
-	vsnprintf(r->message, sizeof r->message, fmt, ap);
-	va_end(ap);
-}
-
-__attribute__((format(printf, 2, 3)))
-static void set_fix(struct doctor_result *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(r->fix, sizeof r->fix, fmt, ap);
-	va_end(ap);
-}
 
 /* Appends to the string in BUF (LEN bytes); what does not fit is cut. */
 __attribute__((format(printf, 3, 4)))
@@ -538,6 +508,7 @@ static int probe_attach(pid_t pid)
 }
 
 struct reporter {
+	const struct config *cfg;
 	FILE *out;          /* doctor_run; NULL: log (doctor_preflight) */
 	int failures;
 };
@@ -618,6 +589,8 @@ static void check_self(struct reporter *rp, struct procfs_status *self)
 	emit(rp, &r);
 	getrlimit(RLIMIT_RTPRIO, &rl);
 	doctor_check_realtime(self->cap_eff, (unsigned long long)rl.rlim_cur, &r);
+	emit(rp, &r);
+	doctor_capture_self(rp->cfg->capture, self->cap_eff, &r);
 	emit(rp, &r);
 }
 
@@ -800,26 +773,6 @@ static bool preserves_frame_pointer(pid_t pid)
 }
 
 /* Whether process PID maps a libpython (an embedded interpreter). */
-static bool maps_libpython(pid_t pid)
-{
-	char *line = NULL;
-	size_t cap = 0;
-	bool found = false;
-	int fd = procfs_open(pid, 0, "maps", O_RDONLY);
-	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return false;
-	}
-	while (!found && getline(&line, &cap, f) > 0)
-		found = strstr(line, "/libpython3") != NULL;
-	free(line);
-	fclose(f);
-	return found;
-}
-
 /* What the language runtime of P lets the dumps name: its Python frames,
  * its JIT frames (node, java).  Only for an executable named python*,
  * node or java, or one that maps a libpython: stackdump_runtime reads the
@@ -839,7 +792,7 @@ static void check_runtime(struct reporter *rp, const struct watch_proc *p)
 		kind = "node";
 	else if (strcmp(file, "java") == 0)
 		kind = "java";
-	if ((!*kind && strncmp(file, "python", 6) != 0 && !maps_libpython(p->pid)) ||
+	if ((!*kind && strncmp(file, "python", 6) != 0 && !procfs_maps_path_has(p->pid, "/libpython3")) ||
 	    stackdump_runtime(p->pid, &rt) < 0)
 		return;
 	if (doctor_check_runtime(p->pid, p->comm, kind, &rt,
@@ -956,7 +909,7 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 
 int doctor_run(const struct config *cfg, FILE *out)
 {
-	struct reporter rp = { .out = out };
+	struct reporter rp = { .cfg = cfg, .out = out };
 	struct watch *w;
 	int e = watch_new(cfg, &w);
 
@@ -969,7 +922,7 @@ int doctor_run(const struct config *cfg, FILE *out)
 
 int doctor_preflight(const struct config *cfg, struct watch *w)
 {
-	struct reporter rp = { .out = NULL };
+	struct reporter rp = { .cfg = cfg, .out = NULL };
 	int e = run_checks(cfg, w, &rp, false);
 
 	if (e < 0) {

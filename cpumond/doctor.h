@@ -46,6 +46,17 @@ void doctor_check_seccomp(int seccomp, int probe, struct doctor_result *r);
  * RLIMIT_RTPRIO soft limit RTPRIO of 1 or more); a warning otherwise. */
 void doctor_check_realtime(uint64_t cap_eff, unsigned long long rtprio, struct doctor_result *r);
 
+/* Which capture the daemon will use for capture = MODE (config.h), and
+ * why: PARANOID is kernel.perf_event_paranoid (INT_MIN when unknown: no
+ * perf events in this kernel), PERFMON whether cpumond has CAP_PERFMON
+ * (or CAP_SYS_ADMIN), PROBE 0 when a trial perf event on its own thread
+ * worked, else the negative errno, with PROBE_WHY its refusal in words
+ * (perfsample_refusal).  Ok for perf, and for ptrace when asked for; a
+ * warning when auto falls back to ptrace, a failure when capture = perf
+ * gets no stacks, each with the fix. */
+void doctor_check_capture(enum config_capture mode, int paranoid, bool perfmon, int probe,
+                          const char *probe_why, struct doctor_result *r);
+
 /* Access to watched process PID (COMM): PROC_ERR is the errno of reading its
  * threads' schedstat (0: readable), MEM_ERR that of a trial read of its
  * memory, which the kernel allows exactly when it would allow

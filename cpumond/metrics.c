@@ -24,6 +24,10 @@ static const char *const failure_names[METRICS_NFAILURES] = {
 	[METRICS_BLOCKED] = "blocked", [METRICS_OTHER] = "other",
 };
 
+static const char *const capture_names[METRICS_NCAPTURES] = {
+	[METRICS_PTRACE] = "ptrace", [METRICS_PERF] = "perf",
+};
+
 struct histogram {
 	uint64_t buckets[NSTOP > NCYCLE ? NSTOP : NCYCLE];   /* cumulative at output */
 	uint64_t count;
@@ -32,7 +36,7 @@ struct histogram {
 
 struct watch_metrics {
 	char *name;
-	uint64_t events, dumps, failures[METRICS_NFAILURES];
+	uint64_t events, dumps[METRICS_NCAPTURES], failures[METRICS_NFAILURES];
 	struct histogram stop;
 	size_t processes, threads;   /* this cycle */
 	int usage_max;
@@ -161,14 +165,16 @@ void metrics_event(struct metrics *m, const char *watch)
 		w->events++;
 }
 
-void metrics_dump(struct metrics *m, const char *watch, uint64_t stop_ns)
+void metrics_dump(struct metrics *m, const char *watch, enum metrics_capture capture,
+                  uint64_t stop_ns)
 {
 	struct watch_metrics *w = by_name(m, watch);
 
 	if (!w)
 		return;
-	w->dumps++;
-	observe(&w->stop, stop_buckets, NSTOP, (double)stop_ns / 1e9);
+	w->dumps[capture]++;
+	if (capture == METRICS_PTRACE)
+		observe(&w->stop, stop_buckets, NSTOP, (double)stop_ns / 1e9);
 }
 
 void metrics_dump_failed(struct metrics *m, const char *watch, enum metrics_failure why)
@@ -256,7 +262,7 @@ void metrics_format(const struct metrics *m, FILE *out)
 	                        *const procs = "cpumond_processes_watched",
 	                        *const threads = "cpumond_threads_watched",
 	                        *const usage = "cpumond_thread_usage_max_permille";
-	char reason[32];
+	char label[32];
 
 	head(out, events, "counter",
 	     "Overload events: threads over their threshold for consecutive samples.");
@@ -264,21 +270,25 @@ void metrics_format(const struct metrics *m, FILE *out)
 		sample(out, events, m->w[i].name, NULL);
 		fprintf(out, "%llu\n", (unsigned long long)m->w[i].events);
 	}
-	head(out, dumps, "counter", "Stack dumps taken (one thread stopped each).");
+	head(out, dumps, "counter",
+	     "Stack samples taken, by capture: ptrace (one thread stopped each), perf (no stop).");
 	for (size_t i = 0; i < m->n; i++) {
-		sample(out, dumps, m->w[i].name, NULL);
-		fprintf(out, "%llu\n", (unsigned long long)m->w[i].dumps);
+		for (int k = 0; k < METRICS_NCAPTURES; k++) {
+			snprintf(label, sizeof label, "capture=\"%s\"", capture_names[k]);
+			sample(out, dumps, m->w[i].name, label);
+			fprintf(out, "%llu\n", (unsigned long long)m->w[i].dumps[k]);
+		}
 	}
 	head(out, failures, "counter",
 	     "Stack dumps that failed, by reason: exited, denied, blocked, other.");
 	for (size_t i = 0; i < m->n; i++) {
 		for (int r = 0; r < METRICS_NFAILURES; r++) {
-			snprintf(reason, sizeof reason, "reason=\"%s\"", failure_names[r]);
-			sample(out, failures, m->w[i].name, reason);
+			snprintf(label, sizeof label, "reason=\"%s\"", failure_names[r]);
+			sample(out, failures, m->w[i].name, label);
 			fprintf(out, "%llu\n", (unsigned long long)m->w[i].failures[r]);
 		}
 	}
-	head(out, stop, "histogram", "How long each dumped thread was stopped.");
+	head(out, stop, "histogram", "How long each thread sampled by ptrace was stopped.");
 	for (size_t i = 0; i < m->n; i++)
 		put_histogram(out, stop, m->w[i].name, &m->w[i].stop, stop_buckets, NSTOP);
 	head(out, procs, "gauge", "Processes watched in the last cycle.");

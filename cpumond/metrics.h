@@ -24,6 +24,13 @@ enum metrics_failure {
 	METRICS_NFAILURES
 };
 
+/* How a sample was taken, as the capture label says it. */
+enum metrics_capture {
+	METRICS_PTRACE,          /* a ptrace stop */
+	METRICS_PERF,            /* the kernel's perf sample: no stop */
+	METRICS_NCAPTURES
+};
+
 struct metrics;
 
 /* Counters for CFG's watches.  Returns NULL when out of memory. */
@@ -46,7 +53,10 @@ void metrics_cycle_cost(struct metrics *m, uint64_t cpu_ns);
 /* Events and dumps are counted by watch name: an episode may end after a
  * reload has renumbered the watches.  An unknown name is not counted. */
 void metrics_event(struct metrics *m, const char *watch);
-void metrics_dump(struct metrics *m, const char *watch, uint64_t stop_ns);
+/* A sample taken by CAPTURE; STOP_NS, how long the thread was stopped, is
+ * observed for ptrace samples only. */
+void metrics_dump(struct metrics *m, const char *watch, enum metrics_capture capture,
+                  uint64_t stop_ns);
 void metrics_dump_failed(struct metrics *m, const char *watch, enum metrics_failure why);
 
 /* Writes the exposition text (HELP, TYPE, samples) to OUT. */

@@ -231,7 +231,12 @@ struct report_group {
 	size_t threads;          /* distinct (host, pid, tid) */
 	const char *const *thread_names;      /* distinct, sorted */
 	size_t nthread_names;
+	unsigned captures;       /* REPORT_CAPTURE_* of its events' samples */
 };
+
+/* How the samples of a group's events were taken (store_event's capture). */
+#define REPORT_CAPTURE_PTRACE 1u
+#define REPORT_CAPTURE_PERF   2u
 
 /* Group I (0: the first in rank), or NULL when I >= totals.groups. */
 const struct report_group *report_group(const struct report *r, size_t i);

@@ -164,6 +164,7 @@ struct revent {
 	uint32_t comm, thread, host, unit, cgroup, watch, kind;   /* in the string table */
 	uint64_t key;                /* key stack hash, 0 for none */
 	size_t first, n;             /* its counts */
+	unsigned captures;           /* REPORT_CAPTURE_* */
 };
 
 struct rcount {
@@ -442,6 +443,8 @@ int report_add_event(struct report *r, const struct store_event *ev)
 		.time_us = ev->time_us, .pid = ev->pid, .tid = ev->tid,
 		.key = ev->stack.nframes > 0 || ev->nstacks > 0 ? ev->stack.hash : 0,
 		.first = r->ncounts,
+		.captures = !ev->capture ? 0 : strcmp(ev->capture, "perf") == 0 ? REPORT_CAPTURE_PERF :
+		            strcmp(ev->capture, "ptrace") == 0 ? REPORT_CAPTURE_PTRACE : 0,
 	};
 
 	if (intern(&r->strings, ev->comm, &e.comm) < 0 ||
@@ -794,6 +797,7 @@ static int count_groups(struct report *r)
 			bool first = g->last_event != i + 1;
 
 			g->pub.samples += r->counts[k].count;
+			g->pub.captures |= ev->captures;
 			p[np++] = (struct ptuple){ { s->group, ev->host, ev->pid }, ev->comm, ev->unit,
 			                           ev->cgroup, r->counts[k].count, first };
 			if (s->st.hash == ev->key)

@@ -74,7 +74,10 @@ void report_print_json(const struct report *r, int top, FILE *out)
 				fputc(',', out);
 			json_put_string(g->thread_names[k], out);
 		}
-		fprintf(out, "],\"entry\":%zu,\"truncated\":%s,\"frames\":[", g->entry,
+		fprintf(out, "],\"captures\":[%s%s%s]", g->captures & REPORT_CAPTURE_PTRACE ?
+		        "\"ptrace\"" : "", g->captures == (REPORT_CAPTURE_PTRACE | REPORT_CAPTURE_PERF) ?
+		        "," : "", g->captures & REPORT_CAPTURE_PERF ? "\"perf\"" : "");
+		fprintf(out, ",\"entry\":%zu,\"truncated\":%s,\"frames\":[", g->entry,
 		        g->stack->truncated ? "true" : "false");
 		for (size_t k = 0; k < g->stack->nframes; k++) {
 			if (k)

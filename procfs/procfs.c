@@ -638,3 +638,23 @@ int procfs_read_sysctl(const char *name, long *value)
 	*value = (long)v;
 	return 0;
 }
+
+bool procfs_maps_path_has(pid_t pid, const char *needle)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	int fd = procfs_open(pid, 0, "maps", O_RDONLY);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	while (!found && getline(&line, &cap, f) > 0)
+		found = strstr(line, needle) != NULL;
+	free(line);
+	fclose(f);
+	return found;
+}

@@ -200,4 +200,8 @@ int procfs_read_tasks(pid_t pid, pid_t **tids, size_t *n);
  * number) or -errno. */
 int procfs_read_sysctl(const char *name, long *value);
 
+/* Whether /proc/PID/maps has a line holding NEEDLE (a mapped file's path,
+ * "/libpython3"); false when it cannot be read. */
+bool procfs_maps_path_has(pid_t pid, const char *needle);
+
 #endif

@@ -1,13 +1,15 @@
 /* stackdump: print one thread's user stack (pstack for one thread), or
  * every thread of a process, one after the other.
  *
- *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline]
- *             [--help] [--version] TID
- *   stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline] -p PID
+ *   stackdump [-a] [-m perf|ptrace] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]...
+ *             [--offline] [--help] [--version] TID
+ *   stackdump [-a] [-m perf|ptrace] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]...
+ *             [--offline] -p PID
  *
  * Exit status: 0 dumped (with -p: at least one thread), 1 the dump failed
  * (with -p: no thread could be dumped), 2 usage error.
  */
+#include "stackdump/perfsample.h"
 #include "stackdump/stackdump.h"
 #include "stackdump/symbolize.h"
 
@@ -21,15 +23,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdbool.h>
+#include <time.h>
 
 #ifndef CPUMOND_VERSION
 #define CPUMOND_VERSION "unknown"
 #endif
 
 static const char usage_line[] =
-	"usage: stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline]\n"
-	"                 [--help] [--version] TID\n"
-	"       stackdump [-a] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]... [--offline] -p PID\n";
+	"usage: stackdump [-a] [-m perf|ptrace] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]...\n"
+	"                 [--offline] [--help] [--version] TID\n"
+	"       stackdump [-a] [-m perf|ptrace] [-n MAX_FRAMES] [-s BYTES] [--debug-dir DIR]...\n"
+	"                 [--offline] -p PID\n";
+
+/* How long perf mode waits for a thread's first sample: a hot thread
+ * gives it within about 10 µs of its CPU time (perfsample.h); one that does
+ * not run in user space gives none. */
+#define PERF_WAIT_MS 2000
+/* Its periodic samples, of which only the first is printed. */
+#define PERF_PERIOD_NS (10 * 1000000ull)
 
 static void usage(FILE *f)
 {
@@ -37,6 +48,9 @@ static void usage(FILE *f)
 	           "Stops thread TID for as short a time as possible, prints its stack.\n"
 	           "  -p, --pid PID       every thread of process PID, each stopped alone\n"
 	           "  -a, --addresses     print each frame's instruction pointer\n"
+	           "  -m, --mode MODE     ptrace: stop the thread for the copy (default);\n"
+	           "                      perf: let the kernel sample it while it runs (never\n"
+	           "                      stopped; only a thread that runs, within %d s)\n"
 	           "  -n, --max-frames N  unwind at most N frames (1..%d, default 256)\n"
 	           "  -s, --stack-copy N  copy N bytes of stack (%u..%u, default %u)\n"
 	           "      --debug-dir DIR look for debug files in DIR too (repeated), before\n"
@@ -44,7 +58,7 @@ static void usage(FILE *f)
 	           "      --offline       ask no debuginfod server (DEBUGINFOD_URLS)\n"
 	           "  -h, --help          print this help\n"
 	           "  -V, --version       print the version\n",
-	        usage_line, STACKDUMP_MAX_FRAMES, STACKDUMP_STACK_COPY_MIN,
+	        usage_line, PERF_WAIT_MS / 1000, STACKDUMP_MAX_FRAMES, STACKDUMP_STACK_COPY_MIN,
 	        STACKDUMP_STACK_COPY_MAX, STACKDUMP_STACK_COPY_DEFAULT);
 }
 
@@ -108,25 +122,26 @@ static void note(const char *msg, void *arg)
 	fprintf(stderr, "stackdump: %s\n", msg);
 }
 
-/* Dumps thread TID of process PID and prints it: a header line naming the
- * thread, its process and the stop, then the frames.  Returns 0, or the
- * negative errno of stackdump_thread after the reason went to stderr. */
-static int dump_one(struct stackdump *sd, struct symbolize *names, pid_t pid, pid_t tid,
-                    int max_frames, bool addresses)
+/* Prints thread TID's stack ST, taken by ptrace or by perf (PERF), whose
+ * taking returned R: a header line naming the thread, its process and the
+ * stop, then the frames; or, when R < 0, ST's error on stderr.  Frees ST.
+ * Returns R. */
+static int print_one(struct symbolize *names, pid_t pid, pid_t tid, struct stackdump_stack *st,
+                     int r, bool addresses, bool perf)
 {
-	struct stackdump_stack st, named;
-	int r = stackdump_thread(sd, pid, tid, max_frames, &st);
+	struct stackdump_stack named;
+	uint64_t hash = st->hash;   /* of the unwind, as the daemon stores it */
 
 	if (r < 0) {
-		fprintf(stderr, "stackdump: %s\n", st.error);
-		stackdump_stack_free(&st);
+		fprintf(stderr, "stackdump: %s\n", st->error);
+		stackdump_stack_free(st);
 		return r;
 	}
 	/* Names, source lines and inlined calls, after the thread runs again
 	 * (as stored when out of memory). */
-	if (names && symbolize_stack(names, &st, SYMBOLIZE_INSTRUCTIONS, &named) == 0) {
-		stackdump_stack_free(&st);
-		st = named;
+	if (names && symbolize_stack(names, st, SYMBOLIZE_INSTRUCTIONS, &named) == 0) {
+		stackdump_stack_free(st);
+		*st = named;
 	}
 
 	char tname[PROCFS_COMM_MAX], pname[PROCFS_COMM_MAX];
@@ -139,41 +154,158 @@ static int dump_one(struct stackdump *sd, struct symbolize *names, pid_t pid, pi
 	stackdump_put_escaped(tname, stdout);
 	printf(") of pid %d (", (int)pid);
 	stackdump_put_escaped(pname, stdout);
-	printf("), stopped %" PRIu64 " µs\n", (st.stop_ns + 500) / 1000);
-	if (addresses)
-		print_with_addresses(&st);
+	if (perf)
+		printf("), sampled by perf, not stopped");
 	else
-		stackdump_print(&st, "  ", stdout);
+		printf("), stopped %" PRIu64 " µs", (st->stop_ns + 500) / 1000);
+	printf(", stack hash %016" PRIx64 "\n", hash);
+	if (addresses)
+		print_with_addresses(st);
+	else
+		stackdump_print(st, "  ", stdout);
 	/* The frames on stdout first, so that the reason follows them on a
 	 * terminal. */
 	fflush(stdout);
-	if (st.error[0])
-		fprintf(stderr, "stackdump: %s\n", st.error);
-	stackdump_stack_free(&st);
+	if (st->error[0])
+		fprintf(stderr, "stackdump: %s\n", st->error);
+	stackdump_stack_free(st);
 	return 0;
 }
 
-/* Dumps every thread that process PID has when it starts, one after the
- * other, each stopped alone; a thread that exits or cannot be dumped is
- * said on stderr and the next one follows.  Threads created meanwhile are
- * not dumped.  Returns how many threads were dumped, or -errno when the
- * threads cannot be listed. */
+struct dump_options {
+	int max_frames;
+	bool addresses;
+	bool perf;
+	size_t stack_copy;
+};
+
+/* One thread of a perf dump: its sampler until its first sample came. */
+struct perf_thread {
+	struct stackdump *sd;
+	pid_t pid, tid;
+	int max_frames;
+	struct perfsample *ps;
+	struct stackdump_stack st;
+	int r;                   /* 1 while waiting; then as stackdump_thread */
+};
+
+static int first_sample(const struct perfsample_sample *s, void *arg)
+{
+	struct perf_thread *t = arg;
+
+	t->r = stackdump_thread_copy(t->sd, t->pid, t->tid, &s->copy, t->max_frames, &t->st);
+	return -ECANCELED;   /* one is enough */
+}
+
+static void set_error(struct stackdump_stack *st, const char *msg)
+{
+	snprintf(st->error, sizeof(st->error), "%s", msg);
+}
+
+/* Samples threads TIDS[0..N) of process PID with perf at once and waits
+ * (PERF_WAIT_MS at most) for each one's first sample, unwound into T[i].st
+ * with T[i].r as stackdump_thread returns; a thread with no sample by then
+ * gets -ETIMEDOUT and a reason. */
+static void perf_take(struct stackdump *sd, pid_t pid, const pid_t *tids, size_t n,
+                      const struct dump_options *o, struct perf_thread *t)
+{
+	size_t waiting = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char why[sizeof(t[i].st.error)];
+		t[i] = (struct perf_thread){ .sd = sd, .pid = pid, .tid = tids[i],
+		                             .max_frames = o->max_frames, .r = 1 };
+		size_t cap = o->stack_copy < PERFSAMPLE_STACK_MAX ? o->stack_copy : 0;
+		t[i].r = perfsample_open(tids[i], PERF_PERIOD_NS, cap, &t[i].ps, why, sizeof(why));
+		if (t[i].r < 0)
+			set_error(&t[i].st, why);
+		else
+			t[i].r = 1, waiting++;
+	}
+	struct timespec now, end;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += PERF_WAIT_MS / 1000;
+	for (;;) {
+		for (size_t i = 0; i < n; i++) {
+			if (t[i].r != 1)
+				continue;
+			int r = perfsample_read(t[i].ps, first_sample, &t[i]);
+			if (t[i].r != 1 || r == -ESRCH || r == -ENOEXEC) {
+				if (t[i].r == 1) {
+					t[i].r = -ESRCH;
+					snprintf(t[i].st.error, sizeof(t[i].st.error), "tid %d %s",
+					         (int)t[i].tid, r == -ESRCH ? "exited" : "exec'd");
+				}
+				waiting--;
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (waiting == 0 || now.tv_sec > end.tv_sec ||
+		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+	for (size_t i = 0; i < n; i++) {
+		perfsample_close(t[i].ps);
+		t[i].ps = NULL;
+		if (t[i].r == 1) {
+			t[i].r = -ETIMEDOUT;
+			snprintf(t[i].st.error, sizeof(t[i].st.error),
+			         "tid %d did not run in user space within %d ms: no perf sample "
+			         "(perf samples only a running thread; -m ptrace stops it)",
+			         (int)t[i].tid, PERF_WAIT_MS);
+		}
+	}
+}
+
+/* Dumps threads TIDS[0..N) of process PID and prints them, one after the
+ * other (ptrace: each stopped alone; perf: all sampled at once), a blank
+ * line between two.  Returns how many were dumped. */
+static long dump_threads(struct stackdump *sd, struct symbolize *names, pid_t pid,
+                         const pid_t *tids, size_t n, const struct dump_options *o)
+{
+	struct perf_thread *t = NULL;
+	long dumped = 0;
+
+	if (o->perf) {
+		if (!(t = calloc(n, sizeof(*t)))) {
+			perror("stackdump");
+			return 0;
+		}
+		perf_take(sd, pid, tids, n, o, t);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct stackdump_stack st;
+		int r;
+		if (o->perf) {
+			st = t[i].st;
+			r = t[i].r;
+		} else {
+			r = stackdump_thread(sd, pid, tids[i], o->max_frames, &st);
+		}
+		if (dumped > 0 && r >= 0)
+			putchar('\n');
+		if (print_one(names, pid, tids[i], &st, r, o->addresses, o->perf) >= 0)
+			dumped++;
+	}
+	free(t);
+	return dumped;
+}
+
+/* Dumps every thread that process PID has when it starts; a thread that
+ * exits or cannot be dumped is said on stderr and the next one follows.
+ * Threads created meanwhile are not dumped.  Returns how many threads
+ * were dumped, or -errno when the threads cannot be listed. */
 static long dump_process(struct stackdump *sd, struct symbolize *names, pid_t pid,
-                         int max_frames, bool addresses)
+                         const struct dump_options *o)
 {
 	pid_t *tids;
 	size_t n;
-	long dumped = 0;
 	int e = procfs_read_tasks(pid, &tids, &n);
 
 	if (e < 0)
 		return e;
-	for (size_t i = 0; i < n; i++) {
-		if (dumped > 0)
-			putchar('\n');
-		if (dump_one(sd, names, pid, tids[i], max_frames, addresses) == 0)
-			dumped++;
-	}
+	long dumped = dump_threads(sd, names, pid, tids, n, o);
 	free(tids);
 	return dumped;
 }
@@ -182,6 +314,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "addresses", no_argument, NULL, 'a' },
+		{ "mode", required_argument, NULL, 'm' },
 		{ "max-frames", required_argument, NULL, 'n' },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "stack-copy", required_argument, NULL, 's' },
@@ -198,11 +331,11 @@ int main(int argc, char **argv)
 	};
 	struct symbolize *names = NULL;
 	long max_frames = 256, stack_copy = STACKDUMP_STACK_COPY_DEFAULT, tid = 0, ppid = 0;
-	bool addresses = false;
+	struct dump_options o = { .max_frames = 256 };
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":an:p:s:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":am:n:p:s:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			if (!parse_num(optarg, 1, STACKDUMP_MAX_FRAMES, &max_frames))
@@ -210,7 +343,12 @@ int main(int argc, char **argv)
 				                   optarg);
 			break;
 		case 'a':
-			addresses = true;
+			o.addresses = true;
+			break;
+		case 'm':
+			if (strcmp(optarg, "perf") != 0 && strcmp(optarg, "ptrace") != 0)
+				return usage_error("-m wants perf or ptrace, not \"%s\"", optarg);
+			o.perf = strcmp(optarg, "perf") == 0;
 			break;
 		case 'D':
 			if (names_opt.ndebug_dirs == SYMBOLIZE_MAX_DEBUG_DIRS)
@@ -273,8 +411,10 @@ int main(int argc, char **argv)
 	if (symbolize_open(&names_opt, &names) < 0)
 		names = NULL;   /* out of memory: the names found in the dump */
 	int rc = 0;
+	o.max_frames = (int)max_frames;
+	o.stack_copy = (size_t)stack_copy;
 	if (ppid) {
-		long dumped = dump_process(sd, names, pid, (int)max_frames, addresses);
+		long dumped = dump_process(sd, names, pid, &o);
 
 		if (dumped < 0)
 			fprintf(stderr, "stackdump: cannot list the threads of pid %d: %s\n", (int)pid,
@@ -283,7 +423,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "stackdump: no thread of pid %d could be dumped\n", (int)pid);
 		rc = dumped > 0 ? 0 : 1;
 	} else {
-		rc = dump_one(sd, names, pid, (pid_t)tid, (int)max_frames, addresses) < 0;
+		pid_t one = (pid_t)tid;
+		rc = dump_threads(sd, names, pid, &one, 1, &o) == 1 ? 0 : 1;
 	}
 	symbolize_close(names);
 	stackdump_free(sd);

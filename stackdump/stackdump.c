@@ -273,6 +273,7 @@ static int unwind(struct stackdump *sd, struct addrspace *p, uint64_t vsize, pid
 		return -EIO;
 	}
 	out->truncated = res.truncated;
+	out->stack_short = res.short_stack;
 	if (res.short_stack)
 		set_error(out, "unwind stopped after %zu frames: the stack is deeper than "
 		          "the %zu bytes copied", res.n, snap->cap);

@@ -71,6 +71,8 @@ struct stackdump_stack {
 	struct stackdump_frame *frames;  /* innermost first */
 	size_t nframes;
 	bool truncated;          /* max_frames was reached before the outermost frame */
+	bool stack_short;        /* the unwind needed stack beyond the copy (error
+	                            says "the stack is deeper than ... copied") */
 	uint64_t hash;           /* stackdump_hash() of the frames; 0 when nframes == 0 */
 	uint64_t stop_ns;        /* how long the thread was stopped (interrupt..detach),
 	                            also set when the dump failed after the stop */

@@ -271,6 +271,63 @@ def all_threads_run(pid, timeout=3):
 
 
 
+def perf_allowed(build, tid):
+    """Whether this process may perf-sample thread TID (stackdump -m perf
+    on it), and what stackdump said."""
+    r = subprocess.run([os.path.join(build, "stackdump"), "-m", "perf", str(tid)],
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode == 0, (r.stderr or r.stdout).strip()
+
+
+def perf_fds(pid):
+    """How many perf event descriptors process PID holds (None: gone)."""
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    n = 0
+    for name in names:
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{name}") == "anon_inode:[perf_event]"
+        except OSError:
+            pass
+    return n
+
+
+class StateWatch:
+    """Polls /proc/PID/task/TID/status of TIDS (None: every thread of PID
+    as they come and go) in a thread of its own until stop(): every State
+    and TracerPid seen, so that a test can tell a thread was never stopped
+    or traced.  FDS_OF, a pid: also the most perf descriptors it held at
+    once (perf_fds)."""
+
+    def __init__(self, pid, tids=None, fds_of=None):
+        import threading
+        self.pid, self.tids, self.fds_of = pid, tids, fds_of
+        self.reads, self.bad, self.max_fds = 0, [], 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.is_set():
+            for tid in self.tids if self.tids is not None else live_tids(self.pid):
+                st = thread_status(self.pid, tid)
+                if st is None:
+                    continue
+                self.reads += 1
+                if st.get("State", " ")[0] in "tT" or st.get("TracerPid", "0") != "0":
+                    self.bad.append((tid, st.get("State"), st.get("TracerPid")))
+            if self.fds_of:
+                self.max_fds = max(self.max_fds, perf_fds(self.fds_of) or 0)
+            time.sleep(0.002)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self
+
+
 class Daemon:
     """build/cpumond on a configuration, stderr to a file."""
 

@@ -129,8 +129,9 @@ def test_cli_dumps(build, tmp):
 def daemon_config(tmp, name, **opts):
     db = os.path.join(tmp, f"{name}.db")
     conf = os.path.join(tmp, f"{name}.conf")
+    # The stops are what this suite is about (perf episodes: test_perf.py).
     base = dict(interval="100ms", cooldown="0", episode_samples=20, sample_interval="10ms",
-                max_dumps_per_second=1000)
+                max_dumps_per_second=1000, capture="ptrace")
     base.update(opts)
     write_config(conf, db, [("faulty", {"comm": "faulty"})], **base)
     return db, conf

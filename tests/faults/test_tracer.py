@@ -41,8 +41,11 @@ def one_tracer(build, tmp, name, tracer_argv_fn, tracer_word):
         # gdb stops the process to attach, then continues it: wait until the
         # hot thread runs again.
         poll(lambda: (thread_status(pid, tid) or {}).get("State", "t")[0] in "RS", 20)
+        # ptrace's case: a perf sample needs no attach, so under capture =
+        # auto or perf a traced thread gets its stack all the same.
         write_config(conf, db, [("traced", {"pid": pid})], interval="200ms",
-                     cooldown=f"{COOLDOWN_S}s", episode_samples=5, sample_interval="20ms")
+                     cooldown=f"{COOLDOWN_S}s", episode_samples=5, sample_interval="20ms",
+                     capture="ptrace")
         daemon = Daemon(build, conf, tmp, name)
         # Only the hot thread's events are judged: the threshold is low
         # (HOT_THRESHOLD), so on a loaded or sanitized run the target's main

@@ -13,6 +13,13 @@ physical frame of the same thread; the lists must be equal, and every frame
 stackdump names must lie inside that symbol's extent in the full symbol
 table (nm -S of the unstripped file).
 
+In perf mode (`stackdump -m perf`, the kernel's sample of a running
+thread) the frames cannot be held against gdb at the same instant: for
+the loop cases (a thread spinning in a known chain) every perf sample
+names the chain, has the function starts and the stack hash of the ptrace
+samples caught in the same innermost function, and the thread is never
+seen stopped or traced while perf samples it.
+
 Also `stackdump -p PID` of BUILD/tests/hotchain (no gdb needed): every
 thread of the process is dumped, the hot one in its chain, none is left
 stopped or traced, and a thread another tracer holds is passed over.
@@ -169,6 +176,15 @@ class Target:
         self.proc.wait(timeout=10)
 
 
+def start_case(name, argv):
+    """The target of case NAME, or None (a failure of NAME, said)."""
+    try:
+        return Target(argv)
+    except (RuntimeError, OSError) as e:
+        check(name, False, str(e))
+        return None
+
+
 def unwound(rest):
     """A frame line's text without the source line names at read time add
     (" at file.c:LINE"); None for a call inlined into the next frame, which
@@ -176,11 +192,11 @@ def unwound(rest):
     return None if " [inlined] (" in rest else re.sub(r" at \S+:\d+$", "", rest)
 
 
-def stackdump_frames(stackdump, tid, extra=()):
-    """[(ip, symbol or None, symbol offset, module)] of the unwind, error text."""
-    r = run([stackdump, "-a", *extra, str(tid)])
+def parsed_frames(text):
+    """[(ip, symbol or None, symbol offset, module)] of the frames of
+    stackdump -a's output TEXT."""
     frames = []
-    for line in r.stdout.splitlines():
+    for line in text.splitlines():
         m = re.match(r"\s+#\d+ 0x([0-9a-f]+) (.*)$", line)
         if not m or unwound(m.group(2)) is None:
             continue
@@ -190,7 +206,13 @@ def stackdump_frames(stackdump, tid, extra=()):
             frames.append((ip, named.group(1), int(named.group(2), 16), named.group(3)))
         else:
             frames.append((ip, None, 0, rest.rsplit("+0x", 1)[0]))
-    return frames, r.stdout + r.stderr, r.returncode
+    return frames
+
+
+def stackdump_frames(stackdump, tid, extra=()):
+    """[(ip, symbol or None, symbol offset, module)] of the unwind, error text."""
+    r = run([stackdump, "-a", *extra, str(tid)])
+    return parsed_frames(r.stdout), r.stdout + r.stderr, r.returncode
 
 
 def gdb_frames(tid, symbols=None):
@@ -305,12 +327,7 @@ def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
     """One case: stackdump's frames == gdb's physical frames (and eu-stack's,
     with EU_STACK), names inside their symbols, EXPECT names present in
     order, no caller at ip 0.  TEST_FILTER selects cases by NAME."""
-    if not selected(name):
-        return
-    try:
-        t = Target(argv)
-    except (RuntimeError, OSError) as e:
-        check(name, False, str(e))
+    if not selected(name) or not (t := start_case(name, argv)):
         return
     try:
         if mutate:
@@ -372,6 +389,78 @@ def compare(name, argv, stackdump, full_symbols=None, expect=(), dump_args=(),
               f"got {names}")
     finally:
         os.kill(t.pid, signal.SIGCONT)
+        state, tracer = t.state()
+        t.stop()
+        check(f"{name}: left untraced", tracer in (0, -1), f"TracerPid {tracer}")
+
+
+def sample_chain(stackdump, tid, mode):
+    """One sample of TID by stackdump -m MODE -a: (the function start of
+    each frame, innermost first -- ip less its symbol offset, a frame
+    without a name by its ip --, [names], stack hash, output) or None."""
+    r = testlib.run_stackdump([stackdump, "-m", mode, "-a", str(tid)])
+    m = re.search(r", stack hash ([0-9a-f]{16})$", r.stdout, re.M)
+    frames = [(ip - off, sym) for ip, sym, off, _ in parsed_frames(r.stdout)]
+    if r.returncode != 0 or not m or not frames:
+        return None, r.stdout + r.stderr
+    return ([f[0] for f in frames], [f[1] for f in frames], m.group(1)), r.stdout + r.stderr
+
+
+def perf_loop(name, argv, stackdump, expect, samples=8):
+    """stackdump -m perf on a thread spinning in a known chain.  Frames
+    cannot be held against gdb at the same instant, so what holds by
+    construction: every perf sample names EXPECT in order and has the
+    function starts and the stack hash of the ptrace samples caught in the
+    same innermost function (the hash is each frame's build-id and
+    function start), and the thread is never stopped or traced while perf
+    samples it."""
+    name = f"perf: {name}"
+    if not selected(name) or not (t := start_case(name, argv)):
+        return
+    try:
+        perf, texts = [], []
+        watch = testlib.StateWatch(t.pid, [t.tid])
+        for _ in range(samples):
+            got, text = sample_chain(stackdump, t.tid, "perf")
+            texts.append(text)
+            if got:
+                perf.append(got)
+        watch.stop()
+        if not perf and "perf_event_open" in texts[-1] and "refused" in texts[-1]:
+            skip(name, texts[-1].strip())
+            return
+        if not check(f"{name}: {samples} perf samples", len(perf) == samples, "\n".join(texts)):
+            return
+        check(f"{name}: never stopped or traced while perf sampled it",
+              watch.reads > 0 and not watch.bad, f"{watch.reads} reads, seen {watch.bad}")
+        missing = [n for n in expect if not all(n in names for _, names, _ in perf)]
+        check(f"{name}: every perf sample names {' <- '.join(expect)}", not missing,
+              f"{missing} missing\n" + "\n".join(texts))
+        # ptrace samples until each innermost function perf caught is seen
+        # (a rare one, libc's clock_gettime entry under the vDSO's, may
+        # never be).
+        ptrace = {}
+        for _ in range(30):
+            if all(p[0][0] in ptrace for p in perf):
+                break
+            got, text = sample_chain(stackdump, t.tid, "ptrace")
+            if got:
+                ptrace.setdefault(got[0][0], got)
+        same = [p for p in perf if p[0][0] in ptrace]
+        bad = [f"perf {names} {h} vs ptrace {ptrace[starts[0]][1:]}"
+               for starts, names, h in same
+               if ptrace[starts[0]][0] != starts or ptrace[starts[0]][2] != h]
+        check(f"{name}: the function starts and stack hash of the ptrace samples in the "
+              f"same function", same and not bad, "\n".join(bad) or "no innermost function "
+              f"in common: perf {[p[1][0] for p in perf]}, ptrace {[p[1][0] for p in ptrace.values()]}")
+        # Caught elsewhere: its callers are those of a ptrace sample.
+        chains = [q[0] for q in ptrace.values()]
+        odd = [names for starts, names, _ in perf if starts[0] not in ptrace
+               and not any(c[len(c) - len(starts) + 1:] == starts[1:] for c in chains
+                           if len(c) >= len(starts) - 1)]
+        check(f"{name}: the callers of a sample caught elsewhere are a ptrace sample's",
+              not odd, f"{odd} vs ptrace {[q[1] for q in ptrace.values()]}")
+    finally:
         state, tracer = t.state()
         t.stop()
         check(f"{name}: left untraced", tracer in (0, -1), f"TracerPid {tracer}")
@@ -505,9 +594,13 @@ pid = {t.pid}
         if not check(f"{name}: an event", rows, f"none in {db}"):
             return
         eid, samples, key, end = rows[0]
+        # ptrace says the samples it skipped; perf, which samples the
+        # thread's CPU time, how many came in the intervals it waited.
         skipped = re.match(r"cut short: (\d+) of 20 samples skipped", end or "")
+        came = re.match(r"(\d+) of 20 samples in \d+ sample intervals", end or "")
         check(f"{name}: 20 samples, or the skipped ones said",
-              samples >= 2 and (samples == 20 or (skipped and samples + int(skipped.group(1)) == 20)),
+              samples >= 2 and (samples == 20 or (skipped and samples + int(skipped.group(1)) == 20)
+                                or (came and int(came.group(1)) == samples)),
               f"samples {samples}, end {end!r}")
         counts = query(db, "SELECT stack_hash, count FROM event_stacks WHERE event_id = ?", (eid,))
         check(f"{name}: one stack hash for all {samples} samples",
@@ -602,6 +695,12 @@ def main():
             compare("recursion 200 deep", [v["nofp"][0], "--case", "recurse", "--depth", "200"],
                     stackdump, expect=["case_leaf", "recurse", "case_thread", "clone3"],
                     dump_args=("-n", "1024"))
+            for var in ("fp", "nofp", "debugframe"):
+                perf_loop(f"{var} spin", [v[var][0], "--case", "spin"], stackdump, chain)
+            perf_loop("vdso", [v["nofp"][0], "--case", "vdso"], stackdump,
+                      ["vdso_loop", "vdso_root", "case_thread", "start_thread", "clone3"])
+            perf_loop("recursion 200 deep", [v["nofp"][0], "--case", "recurse", "--depth", "200"],
+                      stackdump, ["case_leaf", "recurse", "case_thread", "clone3"])
             compare("recursion 200 deep, -n 50", [v["nofp"][0], "--case", "recurse"],
                     stackdump, dump_args=("-n", "50"), must_truncate=True)
             if "cxx" in v:

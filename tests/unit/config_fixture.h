@@ -1,6 +1,6 @@
 /* Parsing a configuration from text in a unit test, and checking what it
- * says.  Included by test_config.c and test_config_history.c.  Include
- * after <cmocka.h>. */
+ * says.  Included by test_config.c, test_config_files.c and
+ * test_config_history.c.  Include after <cmocka.h>. */
 #ifndef CPUMOND_TEST_CONFIG_FIXTURE_H
 #define CPUMOND_TEST_CONFIG_FIXTURE_H
 

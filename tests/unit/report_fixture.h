@@ -181,6 +181,9 @@ static inline void fixture_event(const struct fixture *f, int i, struct fixture_
 		ev->unit = "app@2.service";
 		ev->cgroup = "/system.slice/system-app.slice/app@2.service";
 	}
+	/* app[100]'s samples by ptrace, app[200]'s by perf: chain A has both. */
+	if (i < 15)
+		ev->capture = i < 10 ? "ptrace" : "perf";
 	if (i < 10) {
 		ev->pid = 100;
 		ev->tid = 101 + i % 2;

@@ -1,7 +1,6 @@
 /* config: good files, every error with its file:line, durations, print and
- * parse again, the shipped example.  Run from the repository root. */
+ * parse again (the files on disk: test_config_files.c). */
 #include <errno.h>
-#include <fnmatch.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 #include "config/config.h"
@@ -33,6 +31,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.episode_samples, 20);
 	assert_int_equal(cfg.max_dumps_per_second, 100);
 	assert_true(cfg.history_threads == 10 && cfg.history_floor == 100);
+	assert_int_equal(cfg.capture, CONFIG_CAPTURE_AUTO);
 	assert_null(cfg.report_ignore);
 	assert_int_equal(cfg.nwatches, 1);
 	assert_string_equal(cfg.watches[0].name, "all");
@@ -193,8 +192,9 @@ static void test_layout(void **state)
 		        "(such as 250ms, 3s, 2min, 1h, 1d, 2w)\n"
 		        "t.conf:11: interval_is_next_line: unknown key (expected interval, threshold, "
 		        "consecutive, cooldown, database, max_frames, sample_interval, "
-		        "episode_samples, max_dumps_per_second, retention, max_database_size, "
-		        "journal, metrics_file, event_log, history_threads or history_floor)\n");
+		        "episode_samples, max_dumps_per_second, capture, retention, "
+		        "max_database_size, journal, metrics_file, event_log, history_threads or "
+		        "history_floor)\n");
 		free(errs);
 	}
 	*strstr(text, "interval=5s") = '\0';
@@ -224,8 +224,8 @@ static void test_errors(void **state)
 		{ "[cpumond]\nintervall = 3s\n" WATCH,
 		  "t.conf:2: intervall: unknown key (expected interval, threshold, consecutive, "
 		  "cooldown, database, max_frames, sample_interval, episode_samples, "
-		  "max_dumps_per_second, retention, max_database_size, journal, metrics_file, "
-		  "event_log, history_threads or history_floor)\n" },
+		  "max_dumps_per_second, capture, retention, max_database_size, journal, "
+		  "metrics_file, event_log, history_threads or history_floor)\n" },
 		{ "[cpumond]\n[watch x]\ncmdline = ((a{99}){99}){99}\n",
 		  "t.conf:3: cmdline: regex \"((a{99}){99}){99}\" repeats too much: its "
 		  "repetitions ({n,m} m times, + twice) multiply to more than 1000\n" },
@@ -250,6 +250,12 @@ static void test_errors(void **state)
 		  "bytes)\n" },
 		{ "[cpumond]\nmax_database_size = 1000KiB\n" WATCH,
 		  "t.conf:2: max_database_size: 1000KiB is below 1MiB (0: no cap)\n" },
+		{ "[cpumond]\ncapture = PERF\n" WATCH,
+		  "t.conf:2: capture: \"PERF\" is not a capture (auto, perf or ptrace)\n" },
+		{ "[cpumond]\ncapture = yes\n" WATCH,
+		  "t.conf:2: capture: \"yes\" is not a capture (auto, perf or ptrace)\n" },
+		{ "[watch w]\ncapture = perf\nall = yes\n",
+		  "t.conf:2: capture: not a watch key (set it in [cpumond])\n" },
 		{ "[cpumond]\njournal = maybe\n" WATCH,
 		  "t.conf:2: journal: \"maybe\" is not a boolean (yes/no, true/false, on/off, 1/0)\n" },
 		{ "[cpumond]\nmetrics_file = cpumond.prom\n" WATCH,
@@ -495,6 +501,31 @@ static void test_episode_keys(void **state)
 	config_free(&cfg);
 }
 
+static void test_capture(void **state)
+{
+	static const struct {
+		const char *value;
+		enum config_capture capture;
+	} cases[] = {
+		{ "auto", CONFIG_CAPTURE_AUTO },
+		{ "perf", CONFIG_CAPTURE_PERF },
+		{ "ptrace", CONFIG_CAPTURE_PTRACE },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct config cfg;
+		char text[128];
+
+		snprintf(text, sizeof text, "[cpumond]\ncapture = %s\n[watch w]\nall = yes\n",
+		         cases[i].value);
+		parse_good(text, &cfg);
+		assert_int_equal(cfg.capture, cases[i].capture);
+		assert_string_equal(config_capture_name(cfg.capture), cases[i].value);
+		config_free(&cfg);
+	}
+}
+
 static void test_sizes(void **state)
 {
 	/* K, M, G, T and KiB.. TiB are powers of 1024; KB (kB), MB, GB, TB
@@ -620,6 +651,7 @@ static void test_print(void **state)
 	                    "sample_interval = 50ms\n"
 	                    "episode_samples = 20\n"
 	                    "max_dumps_per_second = 100\n"
+	                    "capture = auto\n"
 	                    "retention = 14d\n"
 	                    "max_database_size = 256MiB\n"
 	                    "journal = yes\n"
@@ -695,6 +727,7 @@ static void assert_same_config(const struct config *a, const struct config *b)
 	assert_int_equal(a->sample_interval_ms, b->sample_interval_ms);
 	assert_int_equal(a->episode_samples, b->episode_samples);
 	assert_int_equal(a->max_dumps_per_second, b->max_dumps_per_second);
+	assert_int_equal(a->capture, b->capture);
 	assert_int_equal(a->retention_ms, b->retention_ms);
 	assert_int_equal(a->max_database_size, b->max_database_size);
 	assert_int_equal(a->journal, b->journal);
@@ -754,6 +787,7 @@ static void test_round_trip(void **state)
 	           "sample_interval = 1500ms\n"
 	           "episode_samples = 0\n"
 	           "max_dumps_per_second = 10000\n"
+	           "capture = ptrace\n"
 	           "retention = 0\n"
 	           "max_database_size = 1536KiB\n"
 	           "journal = off\n"
@@ -771,147 +805,6 @@ static void test_round_trip(void **state)
 	free(again);
 	config_free(&first);
 	config_free(&second);
-}
-
-static int load(const char *path, struct config *cfg, char **errs)
-{
-	size_t len;
-	FILE *f = open_memstream(errs, &len);
-	int rc;
-
-	assert_non_null(f);
-	rc = config_load(path, cfg, f);
-	fclose(f);
-	return rc;
-}
-
-static void test_shipped_config(void **state)
-{
-	struct config cfg;
-	char *errs;
-
-	(void)state;
-	assert_int_equal(load("config/cpumond.conf", &cfg, &errs), 0);
-	assert_string_equal(errs, "");
-	assert_string_equal(cfg.path, "config/cpumond.conf");
-	assert_int_equal(cfg.interval_ms, 3000);
-	assert_int_equal(cfg.threshold, 800);
-	assert_int_equal(cfg.consecutive, 1);
-	assert_int_equal(cfg.cooldown_ms, 60000);
-	assert_string_equal(cfg.database, CONFIG_DEFAULT_DATABASE);
-	assert_int_equal(cfg.max_frames, 64);
-	assert_int_equal(cfg.sample_interval_ms, 50);
-	assert_int_equal(cfg.episode_samples, 20);
-	assert_int_equal(cfg.max_dumps_per_second, 100);
-	assert_true(cfg.history_threads == 10 && cfg.history_floor == 100);
-	assert_null(cfg.report_ignore);
-	assert_int_equal(cfg.nwatches, 1);
-	assert_string_equal(cfg.watches[0].name, "all");
-	assert_true(cfg.watches[0].all);
-	assert_int_equal(cfg.watches[0].threshold, 800);
-	free(errs);
-	config_free(&cfg);
-}
-
-/* Every commented-out watch of the shipped file must be good too. */
-static void test_shipped_examples(void **state)
-{
-	struct config cfg;
-	char *text, *line;
-	size_t len, web, php, containers;
-	FILE *in = fopen("config/cpumond.conf", "r"), *out = open_memstream(&text, &len);
-	ssize_t n;
-	size_t cap = 0;
-
-	(void)state;
-	assert_non_null(in);
-	assert_non_null(out);
-	line = NULL;
-	while ((n = getline(&line, &cap, in)) > 0)
-		fputs(line[0] == ';' && (line[1] == '[' || (line[1] >= 'a' && line[1] <= 'z')) ? line + 1 : line, out);
-	free(line);
-	fclose(in);
-	fclose(out);
-	/* "builder" is a user this host may not have: root is everywhere. */
-	memcpy(strstr(text, "user = builder"), "user = 0      ", 14);
-	parse_good(text, &cfg);
-	assert_int_equal(cfg.nwatches, 9);
-	/* By name: the examples may come in any order. */
-	web = php = containers = cfg.nwatches;
-	for (size_t i = 0; i < cfg.nwatches; i++) {
-		if (strcmp(cfg.watches[i].name, "web") == 0)
-			web = i;
-		else if (strcmp(cfg.watches[i].name, "php") == 0)
-			php = i;
-		else if (strcmp(cfg.watches[i].name, "containers") == 0)
-			containers = i;
-	}
-	assert_true(web < cfg.nwatches && php < cfg.nwatches && containers < cfg.nwatches);
-	assert_int_equal(cfg.watches[web].consecutive, 3);
-	/* The unit and cgroup examples match what they say they do. */
-	assert_int_equal(fnmatch(cfg.watches[php].unit, "php8.2-fpm.service", 0), 0);
-	assert_int_not_equal(fnmatch(cfg.watches[php].unit, "php8.2-fpm.socket", 0), 0);
-	assert_int_equal(regexec(&cfg.watches[containers].cgroup_re,
-	                         "/system.slice/docker-0123abcd.scope", 0, NULL, 0), 0);
-	assert_int_not_equal(regexec(&cfg.watches[containers].cgroup_re,
-	                             "/system.slice/docker.service", 0, NULL, 0), 0);
-	/* The suggested ignore pattern (the C runtime's frames are built in)
-	 * names a thread pool's loops and nothing that merely contains their
-	 * names. */
-	assert_non_null(cfg.report_ignore);
-	assert_int_equal(regexec(&cfg.report_ignore_re, "pool_worker_loop", 0, NULL, 0), 0);
-	assert_int_equal(regexec(&cfg.report_ignore_re, "event_loop_run", 0, NULL, 0), 0);
-	assert_int_not_equal(regexec(&cfg.report_ignore_re, "main", 0, NULL, 0), 0);
-	assert_int_not_equal(regexec(&cfg.report_ignore_re, "pool_worker_loop_once", 0, NULL, 0),
-	                     0);
-	free(text);
-	config_free(&cfg);
-}
-
-static void test_missing_file(void **state)
-{
-	struct config cfg;
-	char *errs;
-
-	(void)state;
-	memset(&cfg, 0xa5, sizeof cfg);
-	assert_int_equal(load("/nonexistent/cpumond.conf", &cfg, &errs), -ENOENT);
-	assert_string_equal(errs, "/nonexistent/cpumond.conf:0: cannot open: no such file or directory\n");
-	assert_zeroed(&cfg);
-	free(errs);
-}
-
-static void test_directory(void **state)
-{
-	struct config cfg;
-	char *errs;
-
-	(void)state;
-	memset(&cfg, 0xa5, sizeof cfg);
-	assert_int_equal(load("config", &cfg, &errs), -EISDIR);
-	assert_string_equal(errs, "config:0: cannot read: is a directory\n");
-	assert_zeroed(&cfg);
-	free(errs);
-}
-
-/* A file on disk: messages carry its path. */
-static void test_load_file(void **state)
-{
-	char path[] = "/tmp/test_config.XXXXXX";
-	static const char text[] = "[watch w]\nall = yes\nthreshold = 1001\n";
-	struct config cfg;
-	char *errs, expect[128];
-	int fd = mkstemp(path);
-
-	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
-	close(fd);
-	assert_int_equal(load(path, &cfg, &errs), -EINVAL);
-	snprintf(expect, sizeof expect, "%s:3: threshold: 1001 is out of range 1..1000\n", path);
-	assert_string_equal(errs, expect);
-	free(errs);
-	unlink(path);
 }
 
 static void test_free_zeroed(void **state)
@@ -937,16 +830,12 @@ int main(void)
 		cmocka_unit_test(test_all_errors_reported),
 		cmocka_unit_test(test_report_section),
 		cmocka_unit_test(test_episode_keys),
+		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_print),
 		cmocka_unit_test(test_print_units),
 		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_shipped_config),
-		cmocka_unit_test(test_shipped_examples),
-		cmocka_unit_test(test_missing_file),
-		cmocka_unit_test(test_directory),
-		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_free_zeroed),
 	};
 

@@ -1,6 +1,7 @@
 /* doctor: the pure checks, fed with plain values (the /proc parsers they
  * read through are procfs's, in test_procfs.c). */
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -102,6 +103,47 @@ static void test_realtime(void **state)
 	doctor_check_realtime(CAP_PTRACE, 0, &r);
 	assert_int_equal(r.level, DOCTOR_WARN);
 	assert_non_null(strstr(r.fix, "LimitRTPRIO=1"));
+}
+
+/* Which capture the daemon uses, and why, word for word. */
+static void test_capture(void **state)
+{
+	static const char refused[] = "perf_event_open refused: kernel.perf_event_paranoid is 3 "
+		"and the process has no CAP_PERFMON (set kernel.perf_event_paranoid to 2 or grant "
+		"CAP_PERFMON)";
+	struct doctor_result r;
+	(void)state;
+	doctor_check_capture(CONFIG_CAPTURE_PTRACE, 3, false, 0, "", &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "capture = ptrace: each sample stops its thread for tens of µs");
+	doctor_check_capture(CONFIG_CAPTURE_AUTO, 3, true, 0, "", &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "capture = auto: perf, no thread is stopped (cpumond has "
+	                    "CAP_PERFMON); CPython processes by ptrace, for their Python frames");
+	doctor_check_capture(CONFIG_CAPTURE_PERF, 2, false, 0, "", &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_string_equal(r.message, "capture = perf: perf, no thread is stopped "
+	                    "(kernel.perf_event_paranoid is 2)");
+	doctor_check_capture(CONFIG_CAPTURE_AUTO, 3, false, -EACCES, refused, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_string_equal(r.message, "capture = auto: ptrace, each sample a stop: "
+	                    "perf_event_open refused: kernel.perf_event_paranoid is 3 and the "
+	                    "process has no CAP_PERFMON (set kernel.perf_event_paranoid to 2 or "
+	                    "grant CAP_PERFMON)");
+	assert_string_equal(r.fix, "give it CAP_PERFMON: AmbientCapabilities= and "
+	                    "CapabilityBoundingSet= in the unit name it beside CAP_SYS_PTRACE (or "
+	                    "set kernel.perf_event_paranoid=2)");
+	doctor_check_capture(CONFIG_CAPTURE_PERF, 3, false, -EACCES, refused, &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_non_null(strstr(r.message, "capture = perf: no stacks: perf_event_open refused"));
+	assert_non_null(strstr(r.fix, "CAP_PERFMON"));
+	/* No perf events in this kernel: nothing to grant. */
+	doctor_check_capture(CONFIG_CAPTURE_PERF, INT_MIN, false, -ENOENT, "no such event", &r);
+	assert_int_equal(r.level, DOCTOR_FAIL);
+	assert_string_equal(r.fix, "set capture = auto or ptrace");
+	doctor_check_capture(CONFIG_CAPTURE_AUTO, INT_MIN, false, -ENOENT, "no such event", &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_string_equal(r.fix, "");
 }
 
 static void test_access(void **state)
@@ -448,6 +490,7 @@ int main(void)
 		cmocka_unit_test(test_capability),
 		cmocka_unit_test(test_seccomp),
 		cmocka_unit_test(test_realtime),
+		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_access),
 		cmocka_unit_test(test_tracer),
 		cmocka_unit_test(test_exe),

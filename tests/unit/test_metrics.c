@@ -63,16 +63,18 @@ static const char expect_small[] =
 	"# HELP cpumond_overload_events_total Overload events: threads over their threshold for consecutive samples.\n"
 	"# TYPE cpumond_overload_events_total counter\n"
 	"cpumond_overload_events_total{watch=\"web\"} 2\n"
-	"# HELP cpumond_dumps_total Stack dumps taken (one thread stopped each).\n"
+	"# HELP cpumond_dumps_total Stack samples taken, by capture: ptrace (one thread stopped "
+	"each), perf (no stop).\n"
 	"# TYPE cpumond_dumps_total counter\n"
-	"cpumond_dumps_total{watch=\"web\"} 2\n"
+	"cpumond_dumps_total{watch=\"web\",capture=\"ptrace\"} 2\n"
+	"cpumond_dumps_total{watch=\"web\",capture=\"perf\"} 1\n"
 	"# HELP cpumond_dump_failures_total Stack dumps that failed, by reason: exited, denied, blocked, other.\n"
 	"# TYPE cpumond_dump_failures_total counter\n"
 	"cpumond_dump_failures_total{watch=\"web\",reason=\"exited\"} 0\n"
 	"cpumond_dump_failures_total{watch=\"web\",reason=\"denied\"} 1\n"
 	"cpumond_dump_failures_total{watch=\"web\",reason=\"blocked\"} 0\n"
 	"cpumond_dump_failures_total{watch=\"web\",reason=\"other\"} 0\n"
-	"# HELP cpumond_dump_stop_seconds How long each dumped thread was stopped.\n"
+	"# HELP cpumond_dump_stop_seconds How long each thread sampled by ptrace was stopped.\n"
 	"# TYPE cpumond_dump_stop_seconds histogram\n"
 	"cpumond_dump_stop_seconds_bucket{watch=\"web\",le=\"2.5e-05\"} 0\n"
 	"cpumond_dump_stop_seconds_bucket{watch=\"web\",le=\"5e-05\"} 1\n"
@@ -130,8 +132,9 @@ static void test_format_small(void **state)
 	metrics_event(m, "web");
 	metrics_event(m, "web");
 	metrics_event(m, "gone");   /* not a watch: not counted, not shown */
-	metrics_dump(m, "web", 30000);      /* 30 µs */
-	metrics_dump(m, "web", 2000000);    /* 2 ms */
+	metrics_dump(m, "web", METRICS_PTRACE, 30000);     /* 30 µs */
+	metrics_dump(m, "web", METRICS_PTRACE, 2000000);   /* 2 ms */
+	metrics_dump(m, "web", METRICS_PERF, 0);           /* no stop: not in the histogram */
 	metrics_dump_failed(m, "web", METRICS_DENIED);
 	metrics_cycle_cost(m, 250000);      /* 250 µs */
 	text = format(m);
@@ -204,7 +207,7 @@ static void test_reconfigure(void **state)
 	metrics_event(m, "c");
 	metrics_event(m, "c");
 	metrics_event(m, "b");
-	metrics_dump(m, "a", 40000);
+	metrics_dump(m, "a", METRICS_PTRACE, 40000);
 	metrics_dump_failed(m, "c", METRICS_EXITED);
 	metrics_cycle_cost(m, 1000);
 	assert_int_equal(metrics_reconfigure(m, &f2.cfg), 0);
@@ -215,7 +218,7 @@ static void test_reconfigure(void **state)
 	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"c\"}") == 2);
 	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"new\"}") == 0);
 	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"b\"}") == -1);
-	assert_true(value_of(text, "cpumond_dumps_total{watch=\"a\"}") == 1);
+	assert_true(value_of(text, "cpumond_dumps_total{watch=\"a\",capture=\"ptrace\"}") == 1);
 	assert_true(value_of(text, "cpumond_dump_stop_seconds_count{watch=\"a\"}") == 1);
 	assert_true(value_of(text, "cpumond_dump_stop_seconds_bucket{watch=\"a\",le=\"5e-05\"}") == 1);
 	assert_true(value_of(text, "cpumond_dump_failures_total{watch=\"c\",reason=\"exited\"}") == 1);
@@ -251,7 +254,7 @@ static void test_histogram(void **state)
 	m = metrics_new(&f.cfg);
 	assert_non_null(m);
 	for (size_t i = 0; i < ARRAY_SIZE(stops_ns); i++) {
-		metrics_dump(m, "w", stops_ns[i]);
+		metrics_dump(m, "w", METRICS_PTRACE, stops_ns[i]);
 		sum += (double)stops_ns[i] / 1e9;
 	}
 	for (int i = 0; i < 5; i++)
