@@ -29,6 +29,7 @@ void capture_event_free(struct capture_event *ev)
 	free(ev->watch);
 	free(ev->exe);
 	free(ev->cgroup);
+	free(ev->details);
 	free(ev);
 }
 
@@ -151,7 +152,8 @@ static bool episode_running(const struct capture *c, pid_t tid)
  * when out of memory (said). */
 static struct capture_event *event_new(const struct capture *c, const struct watch_proc *proc,
                                        const struct sampler_thread *t,
-                                       const struct watch_config *wc)
+                                       const struct watch_config *wc,
+                                       const struct capture_trip *trip)
 {
 	struct capture_event *ev = calloc(1, sizeof *ev);
 	int planned = c->cfg->episode_samples ? c->cfg->episode_samples : 1;
@@ -162,17 +164,18 @@ static struct capture_event *event_new(const struct capture *c, const struct wat
 		return NULL;
 	}
 	ev->watch = strdup(wc->name);
-	if (!ev->watch) {
+	ev->details = trip->details ? strdup(trip->details) : NULL;
+	if (!ev->watch || (trip->details && !ev->details)) {
 		capture_event_free(ev);
 		log_msg(LOG_ERR, "out of memory: no event for thread %d", (int)t->tid);
 		return NULL;
 	}
 	ev->time_us = clock_real_us();
-	ev->kind = "hot";
-	ev->usage = t->usage;
-	ev->threshold = wc->threshold;
+	ev->kind = trip->kind;
+	ev->usage = trip->usage;
+	ev->threshold = trip->threshold;
 	ev->consecutive = wc->consecutive;
-	ev->run_delay = t->run_delay;
+	ev->run_delay = trip->run_delay;
 	snprintf(ev->comm, sizeof ev->comm, "%s", proc->comm);
 	ev->start_ticks = proc->start_ticks;
 	return ev;
@@ -180,14 +183,14 @@ static struct capture_event *event_new(const struct capture *c, const struct wat
 
 void capture_start(struct capture *c, const struct watch_proc *proc,
                    const struct sampler_thread *t, const struct watch_config *wc,
-                   uint64_t now_ms)
+                   const struct capture_trip *trip, uint64_t now_ms)
 {
 	struct capture_event *ev;
 	char exe[PATH_MAX], cgroup[PATH_MAX];
 	struct procfs_status status;
 	bool go_on;
 
-	if (episode_running(c, t->tid) || !(ev = event_new(c, proc, t, wc)))
+	if (episode_running(c, t->tid) || !(ev = event_new(c, proc, t, wc, trip)))
 		return;
 	/* Dump first: the sooner the thread is caught, the likelier it is still
 	 * in the code that made it hot. */

@@ -20,19 +20,21 @@
 
 #include "config/config.h"
 #include "cpumond/episode.h"
+#include "cpumond/kind.h"
 #include "cpumond/metrics.h"
 #include "cpumond/sampler.h"
 #include "cpumond/watch.h"
 
-/* One overload event: the episode of a thread and what was known of it
- * when it tripped, and where its process runs (read after the first
+/* One event: the episode of a thread and what was known of it when it
+ * tripped, and where its process runs (read after the first
  * sample, which comes first).  The strings are copies: a reload may free
  * the configuration while the episode runs or the event waits to be
  * stored. */
 struct capture_event {
 	struct episode ep;
 	int64_t time_us;         /* CLOCK_REALTIME when it tripped */
-	const char *kind;        /* what tripped (store_event's kind): "hot" */
+	enum kind kind;          /* what tripped */
+	char *details;           /* its kind's facts as a JSON object text; NULL: none */
 	const char *capture;     /* how its samples were taken (store_event's
 	                            capture): "ptrace"; NULL before the first */
 	char *watch;             /* the watch's name */
@@ -68,13 +70,25 @@ void capture_free(struct capture *c);
 /* After a reload: the limits of CFG apply to the next samples. */
 void capture_configure(struct capture *c, const struct config *cfg);
 
+/* What tripped, as the event records it.  Every kind's thread is sampled
+ * as a hot thread is: a starved thread does run, only less, and a process
+ * event samples each of its top threads. */
+struct capture_trip {
+	enum kind kind;
+	int usage;               /* the thread's, permille of one core */
+	int threshold;           /* permille: the one its kind compared with */
+	int run_delay;           /* permille of the interval waiting for a CPU */
+	const char *details;     /* the kind's facts, a JSON object text (json.h
+	                            builds it); copied; NULL: none */
+};
+
 /* Thread T of PROC, in watch WC, tripped the trigger at NOW_MS
- * (monotonic): takes its first sample now and, unless that ends the
- * episode, samples it on its timer.  A thread that has an episode under
- * way is left to it. */
+ * (monotonic) as TRIP says: takes its first sample now and, unless that
+ * ends the episode, samples it on its timer.  A thread that has an episode
+ * under way is left to it (whatever its kind). */
 void capture_start(struct capture *c, const struct watch_proc *proc,
                    const struct sampler_thread *t, const struct watch_config *wc,
-                   uint64_t now_ms);
+                   const struct capture_trip *trip, uint64_t now_ms);
 
 /* Takes the samples due at NOW_MS; hands over the episodes that end. */
 void capture_sample(struct capture *c, uint64_t now_ms);

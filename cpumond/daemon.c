@@ -107,8 +107,12 @@ static void run_cycle(struct daemon *d)
 		struct trigger_rule rule = { wc->threshold, wc->consecutive, wc->cooldown_ms };
 
 		metrics_thread(d->metrics, procs[t->proc].watch, t->usage);
-		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now))
-			capture_start(d->capture, &procs[t->proc], t, wc, now);
+		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now)) {
+			struct capture_trip trip = { KIND_HOT, t->usage, wc->threshold, t->run_delay,
+			                             NULL };
+
+			capture_start(d->capture, &procs[t->proc], t, wc, &trip, now);
+		}
 	}
 	trigger_sweep(d->trigger);
 	capture_poll(d->capture);    /* detach threads that stopped late */

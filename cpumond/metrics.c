@@ -32,7 +32,7 @@ struct histogram {
 
 struct watch_metrics {
 	char *name;
-	uint64_t events, dumps, failures[METRICS_NFAILURES];
+	uint64_t events[KIND_COUNT], dumps, failures[METRICS_NFAILURES];
 	struct histogram stop;
 	size_t processes, threads;   /* this cycle */
 	int usage_max;
@@ -153,12 +153,12 @@ static struct watch_metrics *by_name(struct metrics *m, const char *watch)
 	return NULL;
 }
 
-void metrics_event(struct metrics *m, const char *watch)
+void metrics_event(struct metrics *m, const char *watch, enum kind kind)
 {
 	struct watch_metrics *w = by_name(m, watch);
 
-	if (w)
-		w->events++;
+	if (w && (unsigned)kind < KIND_COUNT)
+		w->events[kind]++;
 }
 
 void metrics_dump(struct metrics *m, const char *watch, uint64_t stop_ns)
@@ -256,13 +256,16 @@ void metrics_format(const struct metrics *m, FILE *out)
 	                        *const procs = "cpumond_processes_watched",
 	                        *const threads = "cpumond_threads_watched",
 	                        *const usage = "cpumond_thread_usage_max_permille";
-	char reason[32];
+	char reason[32], kind[32];
 
 	head(out, events, "counter",
-	     "Overload events: threads over their threshold for consecutive samples.");
+	     "Events (consecutive samples over a threshold), by kind.");
 	for (size_t i = 0; i < m->n; i++) {
-		sample(out, events, m->w[i].name, NULL);
-		fprintf(out, "%llu\n", (unsigned long long)m->w[i].events);
+		for (int k = 0; k < KIND_COUNT; k++) {
+			snprintf(kind, sizeof kind, "kind=\"%s\"", kind_name((enum kind)k));
+			sample(out, events, m->w[i].name, kind);
+			fprintf(out, "%llu\n", (unsigned long long)m->w[i].events[k]);
+		}
 	}
 	head(out, dumps, "counter", "Stack dumps taken (one thread stopped each).");
 	for (size_t i = 0; i < m->n; i++) {
