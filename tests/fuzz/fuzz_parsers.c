@@ -5,7 +5,8 @@
  *   - sampler_parse_schedstat (/proc/PID/task/TID/schedstat),
  *     procmaps_parse (/proc/PID/maps), and procfs's parsers of stat,
  *     status (with its capability masks), cgroup, the exe link, cmdline,
- *     comm, syscall and wchan, each held to what its header promises;
+ *     comm, syscall, wchan, pressure (PSI) and a cgroup's cpu.stat, each
+ *     held to what its header promises;
  *   - report_parse_time, report_parse_by (command line),
  *     report_signature_name and demangle_name (symbol names from the
  *     watched binaries);
@@ -173,6 +174,19 @@ static void check_procfs_stat(const char *text)
 		check_out("procfs_parse_stat comm", st.comm, sizeof st.comm, true);
 }
 
+/* A pressure file's some line: a share in 0..100; a cpu.stat's
+ * throttling: counts, or -1 when absent. */
+static void check_procfs_pressure(const char *text)
+{
+	struct procfs_pressure p;
+	struct procfs_cpu_stat cs;
+
+	if (procfs_parse_pressure(text, &p) == 0 && !(p.some_avg10 >= 0 && p.some_avg10 <= 100))
+		abort();
+	if (procfs_parse_cpu_stat(text, &cs) == 0 && (cs.nr_throttled < -1 || cs.throttled_usec < -1))
+		abort();
+}
+
 static void check_procfs_text(const char *text)
 {
 	char out[16];
@@ -191,6 +205,7 @@ static void check_procfs_text(const char *text)
 	n = procfs_parse_exe(text, &deleted);
 	if (n > strlen(text) || (deleted != (n < strlen(text))))
 		abort();
+	check_procfs_pressure(text);
 }
 
 /* Over RAW (N bytes, NULs and all): one line of printable text, and
