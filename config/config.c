@@ -37,6 +37,8 @@
 #define INTERVAL_MAX_MS UINT64_C(3600000)       /* 1h */
 #define COOLDOWN_MAX_MS UINT64_C(2592000000)    /* 30d */
 #define THRESHOLD_MAX 1000                      /* one full core */
+/* A process's threads together: a thousand cores. */
+#define PROCESS_THRESHOLD_MAX 1000000
 #define CONSECUTIVE_MAX 1000
 #define MAX_FRAMES_MAX 1024                     /* STACKDUMP_MAX_FRAMES */
 #define PID_MAX 4194304                         /* the kernel's PID_MAX_LIMIT */
@@ -57,12 +59,14 @@
  * the end of the file gives them the [cpumond] values, which may come after
  * the watch. */
 #define COOLDOWN_UNSET UINT64_MAX
+/* A watch's process_threshold until then (0 is a value: off). */
+#define PROCESS_THRESHOLD_UNSET -1
 
 enum key {
 	KEY_INTERVAL, KEY_THRESHOLD, KEY_CONSECUTIVE, KEY_COOLDOWN, KEY_DATABASE,
 	KEY_MAX_FRAMES, KEY_SAMPLE_INTERVAL, KEY_EPISODE_SAMPLES, KEY_MAX_DUMPS_PER_SECOND,
 	KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE, KEY_EVENT_LOG,
-	KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
+	KEY_STARVED, KEY_PROCESS_THRESHOLD, KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
 	KEY_USER, KEY_UNIT, KEY_CGROUP, KEY_ALL, NKEYS
 };
 #define FIRST_SELECTOR KEY_PID
@@ -87,6 +91,8 @@ static const struct {
 	[KEY_JOURNAL] = { "journal", true, false, false },
 	[KEY_METRICS_FILE] = { "metrics_file", true, false, false },
 	[KEY_EVENT_LOG] = { "event_log", true, false, false },
+	[KEY_STARVED] = { "starved", true, false, false },
+	[KEY_PROCESS_THRESHOLD] = { "process_threshold", true, true, false },
 	[KEY_IGNORE] = { "ignore", false, false, true },
 	[KEY_PID] = { "pid", false, true, false },
 	[KEY_PIDFILE] = { "pidfile", false, true, false },
@@ -348,14 +354,20 @@ static int set_string(struct parser *p, char **dst, const char *value)
 	return 0;
 }
 
-/* threshold, consecutive and cooldown: the defaults in [cpumond], a watch's
- * own values in [watch NAME]. */
+/* threshold, consecutive, cooldown and process_threshold: the defaults in
+ * [cpumond], a watch's own values in [watch NAME]. */
 static int set_limit(struct parser *p, enum key key, const char *value,
-                     int *threshold, int *consecutive, uint64_t *cooldown_ms)
+                     int *threshold, int *consecutive, uint64_t *cooldown_ms,
+                     int *process_threshold)
 {
 	long long n;
 
 	switch (key) {
+	case KEY_PROCESS_THRESHOLD:
+		if (get_int(p, key, value, 0, PROCESS_THRESHOLD_MAX, &n) < 0)
+			return -EINVAL;
+		*process_threshold = (int)n;
+		return 0;
 	case KEY_THRESHOLD:
 		if (get_int(p, key, value, 1, THRESHOLD_MAX, &n) < 0)
 			return -EINVAL;
@@ -405,6 +417,8 @@ static int set_global(struct parser *p, enum key key, const char *value)
 		return get_size(p, key, value, MAX_DATABASE_SIZE_MIN, &c->max_database_size);
 	case KEY_JOURNAL:
 		return get_bool(p, key, value, &c->journal);
+	case KEY_STARVED:
+		return get_bool(p, key, value, &c->starved);
 	case KEY_METRICS_FILE:
 	case KEY_EVENT_LOG:
 		if (value[0] != '/') {
@@ -413,7 +427,8 @@ static int set_global(struct parser *p, enum key key, const char *value)
 		}
 		return set_string(p, key == KEY_EVENT_LOG ? &c->event_log : &c->metrics_file, value);
 	default:
-		return set_limit(p, key, value, &c->threshold, &c->consecutive, &c->cooldown_ms);
+		return set_limit(p, key, value, &c->threshold, &c->consecutive, &c->cooldown_ms,
+		                 &c->process_threshold);
 	}
 }
 
@@ -561,7 +576,8 @@ static int set_watch(struct parser *p, struct watch_config *w, enum key key, con
 	case KEY_ALL:
 		return get_bool(p, key, value, &w->all);
 	default:
-		return set_limit(p, key, value, &w->threshold, &w->consecutive, &w->cooldown_ms);
+		return set_limit(p, key, value, &w->threshold, &w->consecutive, &w->cooldown_ms,
+		                 &w->process_threshold);
 	}
 }
 
@@ -606,13 +622,13 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 	else if (key == NKEYS && global)
 		report(p, p->lineno, "%s: unknown key (expected interval, threshold, consecutive, "
 		       "cooldown, database, max_frames, sample_interval, episode_samples, "
-		       "max_dumps_per_second, retention, max_database_size, journal, metrics_file "
-		       "or event_log)", name);
+		       "max_dumps_per_second, retention, max_database_size, journal, metrics_file, "
+		       "event_log, starved or process_threshold)", name);
 	else if (key == NKEYS && in_report)
 		report(p, p->lineno, "%s: unknown key (expected ignore)", name);
 	else if (key == NKEYS)
 		report(p, p->lineno, "%s: unknown key (expected pid, pidfile, comm, exe, cmdline, user, "
-		       "unit, cgroup, all, threshold, consecutive or cooldown)", name);
+		       "unit, cgroup, all, threshold, consecutive, cooldown or process_threshold)", name);
 	else if (global && !keys[key].global)
 		report(p, p->lineno, "%s: not a [cpumond] key (%s)", name, key_home(key));
 	else if (in_report && !keys[key].report)
@@ -672,6 +688,7 @@ static int add_watch(struct parser *p, const char *name)
 		.name = copy,
 		.line = p->lineno,
 		.cooldown_ms = COOLDOWN_UNSET,
+		.process_threshold = PROCESS_THRESHOLD_UNSET,
 	};
 	return 0;
 }
@@ -797,6 +814,8 @@ static void finish(struct parser *p)
 			w->consecutive = c->consecutive;
 		if (w->cooldown_ms == COOLDOWN_UNSET)
 			w->cooldown_ms = c->cooldown_ms;
+		if (w->process_threshold == PROCESS_THRESHOLD_UNSET)
+			w->process_threshold = c->process_threshold;
 	}
 	if (!c->database)
 		set_string(p, &c->database, CONFIG_DEFAULT_DATABASE);
@@ -817,6 +836,7 @@ static int parse_stream(FILE *in, const char *name, struct config *cfg, FILE *er
 		.retention_ms = DEFAULT_RETENTION_MS,
 		.max_database_size = DEFAULT_MAX_DATABASE_SIZE,
 		.journal = true,
+		.starved = true,
 	};
 	struct parser p = { .name = name, .in = in, .errors = errors, .cfg = &c };
 	char buf[128];
@@ -911,6 +931,8 @@ void config_print(const struct config *cfg, FILE *out)
 	fprintf(out, "retention = %s\n", format_duration(cfg->retention_ms, d, sizeof d));
 	fprintf(out, "max_database_size = %s\n", format_size(cfg->max_database_size, d, sizeof d));
 	fprintf(out, "journal = %s\n", cfg->journal ? "yes" : "no");
+	fprintf(out, "starved = %s\n", cfg->starved ? "yes" : "no");
+	fprintf(out, "process_threshold = %d\n", cfg->process_threshold);
 	if (cfg->metrics_file)
 		put_string(out, "metrics_file", cfg->metrics_file);
 	if (cfg->event_log)
@@ -944,6 +966,7 @@ void config_print(const struct config *cfg, FILE *out)
 		fprintf(out, "threshold = %d\n", w->threshold);
 		fprintf(out, "consecutive = %d\n", w->consecutive);
 		fprintf(out, "cooldown = %s\n", format_duration(w->cooldown_ms, d, sizeof d));
+		fprintf(out, "process_threshold = %d\n", w->process_threshold);
 	}
 }
 

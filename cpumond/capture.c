@@ -140,10 +140,10 @@ static bool take_dump_token(struct capture *c, uint64_t now_ms)
 	return true;
 }
 
-static bool episode_running(const struct capture *c, pid_t tid)
+static bool episode_running(const struct capture *c, pid_t tid, enum kind kind)
 {
 	for (size_t i = 0; i < c->nactive; i++)
-		if (c->active[i]->ep.tid == tid)
+		if (c->active[i]->ep.tid == tid && c->active[i]->kind == kind)
 			return true;
 	return false;
 }
@@ -190,7 +190,7 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
 	struct procfs_status status;
 	bool go_on;
 
-	if (episode_running(c, t->tid) || !(ev = event_new(c, proc, t, wc, trip)))
+	if (episode_running(c, t->tid, trip->kind) || !(ev = event_new(c, proc, t, wc, trip)))
 		return;
 	/* Dump first: the sooner the thread is caught, the likelier it is still
 	 * in the code that made it hot. */

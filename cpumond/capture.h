@@ -85,7 +85,9 @@ struct capture_trip {
 /* Thread T of PROC, in watch WC, tripped the trigger at NOW_MS
  * (monotonic) as TRIP says: takes its first sample now and, unless that
  * ends the episode, samples it on its timer.  A thread that has an episode
- * under way is left to it (whatever its kind). */
+ * of the same kind under way is left to it; one of another kind (a starved
+ * thread that is one of its process's top three) is an episode of its
+ * own, on the same dump budget. */
 void capture_start(struct capture *c, const struct watch_proc *proc,
                    const struct sampler_thread *t, const struct watch_config *wc,
                    const struct capture_trip *trip, uint64_t now_ms);

@@ -21,6 +21,7 @@
 #include "cpumond/clock.h"
 #include "cpumond/doctor.h"
 #include "cpumond/exit_status.h"
+#include "cpumond/kinds.h"
 #include "cpumond/log.h"
 #include "cpumond/metrics.h"
 #include "cpumond/record.h"
@@ -46,6 +47,7 @@ struct daemon {
 	struct sampler *sampler;
 	struct trigger *trigger;
 	struct capture *capture;
+	struct kinds *kinds;     /* starved and process events */
 	struct record *record;
 	struct metrics *metrics; /* counted by the loop, capture and record */
 	uint64_t cycles;
@@ -95,6 +97,7 @@ static void run_cycle(struct daemon *d)
 		return;
 	}
 	say_empty_watches(d, procs, nprocs);
+	kinds_before_sample(d->kinds, d->cfg, d->sampler);
 	if (sampler_cycle(d->sampler, procs, nprocs, &threads, &nthreads) < 0)
 		log_msg(LOG_ERR, "out of memory while sampling; this cycle is incomplete");
 	now = clock_mono_ms();
@@ -115,6 +118,7 @@ static void run_cycle(struct daemon *d)
 		}
 	}
 	trigger_sweep(d->trigger);
+	kinds_cycle(d->kinds, d->cfg, procs, threads, nthreads, d->capture, now);
 	capture_poll(d->capture);    /* detach threads that stopped late */
 	record_flush(d->record);
 	record_prune(d->record, now);
@@ -463,11 +467,12 @@ static int daemon_start(struct daemon *d)
 	d->record = record_new(st, d->cfg, d->metrics);
 	d->sampler = sampler_new();
 	d->trigger = trigger_new();
+	d->kinds = kinds_new();
 	d->capture = capture_new(d->cfg, d->metrics, on_captured, d);
 	d->seen = calloc(d->cfg->nwatches, sizeof *d->seen);
 	rc = watch_new(d->cfg, &d->watch);
-	if (!d->sampler || !d->trigger || !d->capture || !d->metrics || !d->record || !d->seen ||
-	    rc < 0) {
+	if (!d->sampler || !d->trigger || !d->kinds || !d->capture || !d->metrics || !d->record ||
+	    !d->seen || rc < 0) {
 		log_msg(LOG_ERR, "cannot start: out of memory or /proc unreadable");
 		return EXIT_PROC;
 	}
@@ -580,6 +585,7 @@ static void daemon_free(struct daemon *d)
 	watch_free(d->watch);
 	sampler_free(d->sampler);
 	trigger_free(d->trigger);
+	kinds_free(d->kinds);
 	metrics_free(d->metrics);
 	free(d->db_path);
 	free(d->seen);

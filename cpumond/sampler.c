@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cpumond/log.h"
+#include "procfs/procfs.h"
 
 /* What is known of one thread. */
 struct thread_rec {
@@ -19,6 +20,7 @@ struct thread_rec {
 	int fd;                  /* schedstat kept open, or -1: opened for each read */
 	uint64_t key;
 	uint64_t runtime_ns, run_delay_ns, read_ns;
+	bool runnable;           /* state R at the last read, and not run since the one before */
 };
 
 /* One watched process and its threads, in the order /proc/PID/task lists
@@ -27,6 +29,7 @@ struct proc_rec {
 	pid_t pid;
 	unsigned long long start_ticks;
 	int gate;                /* from watch_proc, permille; 0: never gated */
+	uint64_t key;            /* unique for the life of the sampler */
 	int task_fd;             /* /proc/PID/task, rewound for each listing */
 	clockid_t clock;         /* the process's CPU clock (all its threads, ns) */
 	bool clock_ok;           /* clock is valid ... */
@@ -52,6 +55,8 @@ struct sampler {
 	uint64_t next_key;
 	size_t nfds;             /* thread descriptors kept open */
 	bool warned_fds;
+	uint64_t wait_some_ns, wait_window_ns;   /* sampler_set_cpu_wait */
+	int wait_ncpu;
 	/* One getdents64 buffer for every process: a glibc DIR would hold 32 KiB
 	 * per watched process. */
 	_Alignas(uint64_t) char dents[32768];   /* read as struct linux_dirent64 */
@@ -83,6 +88,34 @@ bool sampler_gated(uint64_t proc_delta_ns, uint64_t elapsed_ns, int gate)
 	/* Exact, not rounded: a process at 800.4‰ is not under a gate of 800
 	 * (one thread of it could be over 800).  Overflows after 584 years. */
 	return proc_delta_ns * 1000 <= (uint64_t)gate * elapsed_ns;
+}
+
+bool sampler_wait_possible(int threshold, int usage, uint64_t some_ns, uint64_t window_ns,
+                           int ncpu)
+{
+	double wait;
+
+	if (window_ns == 0 || ncpu <= 0)
+		return false;
+	if (some_ns == UINT64_MAX || usage >= threshold)
+		return true;
+	wait = (double)(threshold - usage) / 1000.0 * (double)window_ns;
+	return (double)some_ns * ncpu * ncpu * (double)window_ns >= wait * wait;
+}
+
+void sampler_set_cpu_wait(struct sampler *s, uint64_t some_ns, uint64_t window_ns, int ncpu)
+{
+	s->wait_some_ns = some_ns;
+	s->wait_window_ns = window_ns;
+	s->wait_ncpu = ncpu;
+}
+
+/* sampler_wait_possible this cycle for a thread of P that used at most
+ * USAGE. */
+static bool wait_possible(const struct sampler *s, const struct proc_rec *p, int usage)
+{
+	return sampler_wait_possible(p->gate, usage, s->wait_some_ns, s->wait_window_ns,
+	                             s->wait_ncpu);
 }
 
 int sampler_usage_after_gate(uint64_t delta_ns, uint64_t gated_cpu_ns, uint64_t elapsed_ns)
@@ -248,9 +281,11 @@ static int push_out(struct sampler *s, const struct sampler_thread *t)
  * dropped), or -ENOMEM. */
 static int sample_thread(struct sampler *s, struct proc_rec *p, struct thread_rec *r, bool first)
 {
-	struct sampler_thread t = { .pid = p->pid, .tid = r->tid, .proc = p->index, .usage = -1 };
+	struct sampler_thread t = { .pid = p->pid, .tid = r->tid, .proc = p->index, .usage = -1,
+	                            .demand = -1, .proc_key = p->key };
 	uint64_t runtime, delay, now;
 	int rc = read_schedstat(s, p, r, &runtime, &delay);
+	bool unmoved;
 
 	if (rc == -EMFILE || rc == -ENFILE)
 		return 0;        /* alive but unreadable now: kept, so that the count matches */
@@ -270,6 +305,20 @@ static int sample_thread(struct sampler *s, struct proc_rec *p, struct thread_re
 		else
 			t.usage = sampler_permille(runtime - r->runtime_ns, now - r->read_ns);
 		t.run_delay = sampler_permille(delay - r->run_delay_ns, now - r->read_ns);
+		t.demand = t.usage + t.run_delay > 1000 ? 1000 : t.usage + t.run_delay;
+	}
+	/* Not run since the last read: runnable then and still not run means
+	 * it waited all along (it cannot leave R without running); otherwise
+	 * its state tells whether it waits now. */
+	unmoved = !first && runtime == r->runtime_ns && t.usage >= 0;
+	if (unmoved && r->runnable) {
+		t.waited_all = true;
+		t.demand = 1000;
+	} else {
+		struct procfs_stat st;
+
+		r->runnable = unmoved && wait_possible(s, p, 0) &&
+		              procfs_read_stat(p->pid, r->tid, &st) == 0 && st.state == 'R';
 	}
 	t.key = r->key;
 	r->runtime_ns = runtime;
@@ -408,7 +457,8 @@ static int report_gated(struct sampler *s, const struct proc_rec *p)
 		const struct thread_rec *r = &p->threads[i];
 		struct sampler_thread t = { .pid = p->pid, .tid = r->tid, .proc = p->index,
 		                            .key = r->key, .usage = p->gated_usage,
-		                            .run_delay = -1, .gated = true };
+		                            .run_delay = -1, .gated = true, .demand = -1,
+		                            .proc_key = p->key };
 		if (push_out(s, &t) < 0)
 			return -ENOMEM;
 	}
@@ -416,8 +466,9 @@ static int report_gated(struct sampler *s, const struct proc_rec *p)
 }
 
 /* Reads P's process CPU clock; true when the process as a whole stayed
- * under its gate since the last reading. */
-static bool check_gate(struct proc_rec *p)
+ * under its gate since the last reading, and none of its threads can have
+ * waited for a CPU long enough to be starved. */
+static bool check_gate(const struct sampler *s, struct proc_rec *p)
 {
 	struct timespec ts;
 	uint64_t now = mono_ns(), cpu;
@@ -429,7 +480,8 @@ static bool check_gate(struct proc_rec *p)
 	}
 	cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	if (p->have_cpu && p->nthreads > 0 && cpu >= p->cpu_ns &&
-	    sampler_gated(cpu - p->cpu_ns, now - p->cpu_read_ns, p->gate)) {
+	    sampler_gated(cpu - p->cpu_ns, now - p->cpu_read_ns, p->gate) &&
+	    !wait_possible(s, p, sampler_permille(cpu - p->cpu_ns, now - p->cpu_read_ns))) {
 		gated = true;
 		p->gated_usage = sampler_permille(cpu - p->cpu_ns, now - p->cpu_read_ns);
 		p->gated_cpu_ns += cpu - p->cpu_ns;
@@ -449,7 +501,7 @@ static int sample_proc(struct sampler *s, struct proc_rec *p)
 	int rc = 0;
 
 	/* The gate costs one clock_gettime: only for a process that has one. */
-	p->gated = p->gate > 0 && check_gate(p);
+	p->gated = p->gate > 0 && check_gate(s, p);
 	if (p->gated)
 		return report_gated(s, p);
 	if (p->nthreads == 0 || count_threads(p) != (long)p->nthreads) {
@@ -525,6 +577,7 @@ static int update_procs(struct sampler *s, const struct watch_proc *procs, size_
 			char path[32];
 			snprintf(path, sizeof path, "/proc/%d/task", (int)procs[i].pid);
 			*p = (struct proc_rec){ .pid = procs[i].pid, .start_ticks = procs[i].start_ticks,
+			                        .key = s->next_key++,
 			                        .task_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
 			if (p->task_fd < 0)
 				continue;        /* gone since watch_resolve */

@@ -29,6 +29,16 @@
  *    against 2,006 µs read; listing them anyway would cost 800 µs, so it is
  *    not done, and such a newborn turning hot is seen one cycle later than
  *    without the gate (bench/README.md, "Gating: the decision").
+ *
+ * Demand, for starved events: the kernel adds a thread's run-queue wait to
+ * its schedstat only when the thread gets a CPU, so a thread runnable but
+ * never scheduled shows run time, wait and slices all frozen.  A thread
+ * whose run time did not move has its state read (/proc/TID/stat, by
+ * path) and, when it was R and still has not run a cycle later, it waited
+ * that whole interval.  That read, and skipping a gated process, hold only
+ * where a wait long enough to matter was possible given the host's CPU
+ * pressure over the interval (sampler_set_cpu_wait, sampler_wait_possible):
+ * on a host without CPU contention neither costs anything.
  */
 #ifndef CPUMOND_SAMPLER_H
 #define CPUMOND_SAMPLER_H
@@ -50,6 +60,12 @@ struct sampler_thread {
 	                          * -1 when gated */
 	bool gated;              /* not read: usage is its whole process's, an upper bound
 	                          * no more than the process's gate */
+	int demand;              /* permille of one core it wanted: usage + run_delay, or
+	                          * 1000 when waited_all; clamped at 1000; -1 when usage is,
+	                          * or when gated */
+	bool waited_all;         /* runnable (state R) at the last read and not run since:
+	                          * it waited for a CPU the whole interval */
+	uint64_t proc_key;       /* its process's, unique as key is */
 };
 
 struct sampler;
@@ -64,6 +80,26 @@ void sampler_free(struct sampler *s);
  * whose start time changed is a new process.  Returns 0 or -ENOMEM. */
 int sampler_cycle(struct sampler *s, const struct watch_proc *procs, size_t nprocs,
                   const struct sampler_thread **out, size_t *nout);
+
+/* The host's CPU pressure before the next cycle: over the last WINDOW_NS
+ * (monotonic), at least one task waited for a CPU for SOME_NS (the growth
+ * of /proc/pressure/cpu's some total), on NCPU online CPUs.  SOME_NS
+ * UINT64_MAX: unknown (no PSI), any wait possible.  WINDOW_NS 0: demand is
+ * not wanted (starved events off): no state is read and gates hold as they
+ * did before demand.  Until called: off. */
+void sampler_set_cpu_wait(struct sampler *s, uint64_t some_ns, uint64_t window_ns, int ncpu);
+
+/* Whether, with SOME_NS of host CPU pressure over WINDOW_NS on NCPU CPUs,
+ * a thread that used at most USAGE permille may have waited for a CPU
+ * longer than THRESHOLD - USAGE permille of the window (so that its demand
+ * could be over THRESHOLD).  PSI's host some time is the mean over CPUs of
+ * each CPU's some time weighted by its busy time; a thread that waited W
+ * in all makes the CPUs' some and busy times each at least its wait there,
+ * so some >= W^2 / (NCPU^2 * WINDOW) (Cauchy-Schwarz over the CPUs): false
+ * when some is below that.  True when SOME_NS is UINT64_MAX; false when
+ * WINDOW_NS or NCPU is 0. */
+bool sampler_wait_possible(int threshold, int usage, uint64_t some_ns, uint64_t window_ns,
+                           int ncpu);
 
 /* How many descriptors the sampler keeps open (one per thread and process,
  * fewer when RLIMIT_NOFILE ran short). */

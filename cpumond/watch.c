@@ -305,8 +305,12 @@ static int add_proc(struct watch *w, pid_t pid, unsigned long long start_ticks, 
 	p->start_ticks = start_ticks;
 	p->watch = watch;
 	/* A process belongs to its first matching watch only, so that watch's
-	 * threshold is the only one that applies to its threads. */
+	 * threshold is the only one that applies to its threads; its
+	 * process_threshold, when lower, to the whole process. */
 	p->gate = w->cfg->watches[watch].threshold;
+	if (w->cfg->watches[watch].process_threshold > 0 &&
+	    w->cfg->watches[watch].process_threshold < p->gate)
+		p->gate = w->cfg->watches[watch].process_threshold;
 	snprintf(p->comm, sizeof p->comm, "%s", comm);
 	return 0;
 }
