@@ -18,11 +18,13 @@
 #  9. what names at read time cost report and tail (bench/names_bench.py):
 #     a database of NAMES_EVENTS events read with the stored names and
 #     with the frames named again from split debug files, alternating
+# 10. starved events at 1000 idle threads: the sampler gated with them off,
+#     on (the host's pressure as it is), and on where any wait is possible
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
 # LIBPROC2=1 (adds libproc2's row), NAMES_EVENTS, NAMES_RUNS (section 9),
-# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9").
+# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9 10").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -35,7 +37,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -327,5 +329,21 @@ if has 9; then
 	echo
 	python3 "$HERE/names_bench.py" --build "$B" --events "${NAMES_EVENTS:-10000}" \
 		--runs "${NAMES_RUNS:-7}" || echo "**names_bench failed**"
+	echo
+fi
+
+if has 10; then
+	echo "## 10. Starved events"
+	echo
+	echo "On \`hotchain --threads 1000 --hot 0\` (idle), ${CYCLES} rounds ${INTERVAL_MS} ms apart, the"
+	echo "sampler with the gate at 800‰: starved events off (starved = no), on with this host's"
+	echo "CPU pressure as it is during the run, and on where any wait is possible (no PSI, or"
+	echo "pressure that allows one): then no gate, and every thread that did not run has its state"
+	echo "read.  The ungated sampler and the floor for scale.  The host's some avg10 before: $(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/cpu 2>/dev/null || echo none)."
+	echo
+	start_target 1000 0
+	"$B/bench/sampler_bench" --pid "$target" --cycles "$CYCLES" --interval-ms "$INTERVAL_MS" \
+		--methods gated,starved,starved-any,sampler,floor --header
+	stop_target "$target"
 	echo
 fi

@@ -96,7 +96,7 @@ size_t kinds_top_threads(const struct sampler_thread *t, size_t n, size_t *top, 
 	size_t m = 0, j;
 
 	for (size_t i = 0; i < n && k > 0; i++) {
-		if (t[i].usage < 0 || t[i].gated)
+		if (t[i].usage <= 0 || t[i].gated)
 			continue;
 		if (m < k)
 			j = m++;
@@ -307,8 +307,7 @@ static void start_process(const struct watch_proc *proc, const struct sampler_th
 		struct capture_trip trip = { KIND_PROCESS, x->usage, wc->process_threshold,
 		                             x->run_delay, details };
 
-		if (x->usage > 0)
-			capture_start(c, proc, x, wc, &trip, now_ms);
+		capture_start(c, proc, x, wc, &trip, now_ms);
 	}
 	free(details);
 }

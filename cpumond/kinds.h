@@ -62,8 +62,9 @@ struct kinds_thread {
 };
 
 /* The indices into T (N threads) of the at most K with the most usage,
- * most first (ties: the earlier first), those without usage (-1) or gated
- * left out, into TOP.  Returns how many. */
+ * most first (ties: the earlier first), into TOP; those that used nothing,
+ * have no usage yet (-1) or are gated (their process's bound) are left
+ * out.  Returns how many. */
 size_t kinds_top_threads(const struct sampler_thread *t, size_t n, size_t *top, size_t k);
 
 /* What a starved event says; each value < 0 (pressures, cpu, throttling)

@@ -102,7 +102,8 @@ bool sampler_wait_possible(int threshold, int usage, uint64_t some_ns, uint64_t 
                            int ncpu);
 
 /* How many descriptors the sampler keeps open (one per thread and process,
- * fewer when RLIMIT_NOFILE ran short). */
+ * and one more per thread whose state was read for its demand; fewer when
+ * RLIMIT_NOFILE ran short). */
 size_t sampler_open_fds(const struct sampler *s);
 
 /* DELTA_NS of CPU (or wait) over ELAPSED_NS of wall time, in permille of one

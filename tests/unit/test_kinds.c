@@ -22,7 +22,8 @@ static void test_top_threads(void **state)
 	size_t top[3];
 	(void)state;
 
-	/* Most first; no usage yet and gated (the process's bound) left out;
+	/* Most first; no usage yet, none, and gated (the process's bound) left
+	 * out;
 	 * of equals the earlier. */
 	assert_int_equal(kinds_top_threads(t, 7, top, 3), 3);
 	assert_int_equal(top[0], 5);
@@ -34,6 +35,8 @@ static void test_top_threads(void **state)
 	assert_int_equal(top[0], 0);
 	assert_int_equal(kinds_top_threads(t, 7, top, 0), 0);
 	assert_int_equal(kinds_top_threads(t, 0, top, 3), 0);
+	/* Nothing used: nobody is the busiest. */
+	assert_int_equal(kinds_top_threads(&t[6], 1, top, 3), 0);
 }
 
 static void test_starved_details(void **state)
