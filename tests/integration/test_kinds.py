@@ -127,18 +127,10 @@ pid = {pid}
         kinds = {e["kind"] for e in events}
         check("tail --json: the kinds", rc == 0 and {"starved", "process"} <= kinds,
               f"rc {rc}, kinds {kinds}")
-        for e in events:
-            if e["kind"] == "starved":
-                check("tail --json: starved details have the documented keys",
-                      set(e["details"]) == STARVED_KEYS and
-                      all(set(t) == TOP_KEYS for t in e["details"]["top"]), str(e["details"]))
-                break
-        for e in events:
-            if e["kind"] == "process":
-                check("tail --json: process details have the documented keys",
-                      set(e["details"]) == PROCESS_KEYS and
-                      all(set(t) == TOP_KEYS for t in e["details"]["top"]), str(e["details"]))
-                break
+        for kind, keys in (("starved", STARVED_KEYS), ("process", PROCESS_KEYS)):
+            d = next((e["details"] for e in events if e["kind"] == kind), {})
+            check(f"tail --json: {kind} details have the documented keys",
+                  set(d) == keys and all(set(t) == TOP_KEYS for t in d["top"]), str(d))
 
         # report counts the events with a key stack.
         for kind in ("starved", "process"):
