@@ -15,6 +15,14 @@ pipe, epoll, sigwait) must give no event of any kind.
 
 Checks the events in the database and as `cpumond tail --json` and `cpumond
 report --kind` show them; no exact usage is asserted.
+
+Then one spinner in a cgroup of its own whose CPU quota is 1 ms a second:
+it stays runnable and runs 1 ms a second, so between two of its runs lie
+at least three reads 300 ms apart, and the later of two that saw it not
+run finds it runnable since the one before: a starved event with
+waited_all (its wait counts in the host's CPU pressure, which lets the
+sampler look).  Needs root and a cgroup cpu controller (v2 cpu.max, or v1
+cpu.cfs_quota_us); skipped otherwise.
 """
 import argparse
 import json
@@ -23,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testlib import (HOT_THRESHOLD, Daemon, all_threads_run, check, poll,  # noqa: E402
@@ -145,13 +154,117 @@ pid = {pid}
         stop(proc)
 
 
+class QuotaCgroup:
+    """A cgroup of its own with a CPU quota of QUOTA_US per PERIOD_US, v2
+    where the root delegates cpu, else v1's cpu hierarchy; why when neither
+    can be made."""
+
+    def __init__(self, name, quota_us, period_us):
+        self.path, self.why = None, ""
+        v2 = "/sys/fs/cgroup"
+        try:
+            with open(os.path.join(v2, "cgroup.subtree_control")) as f:
+                delegated = "cpu" in f.read().split()
+        except OSError:
+            delegated = False
+        try:
+            if delegated:
+                self.path, self.v2 = os.path.join(v2, name), True
+                os.mkdir(self.path)
+                with open(os.path.join(self.path, "cpu.max"), "w") as f:
+                    f.write(f"{quota_us} {period_us}\n")
+            elif os.path.exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
+                self.path, self.v2 = os.path.join("/sys/fs/cgroup/cpu", name), False
+                os.mkdir(self.path)
+                for key, v in (("cpu.cfs_period_us", period_us), ("cpu.cfs_quota_us", quota_us)):
+                    with open(os.path.join(self.path, key), "w") as f:
+                        f.write(f"{v}\n")
+            else:
+                self.why = "no cgroup cpu controller to set a quota with"
+        except OSError as e:
+            self.why = f"cannot make a cgroup with a CPU quota: {e}"
+            self.remove()
+
+    def add(self, pid):
+        """Moves every thread of PID in (v1 moves threads one by one)."""
+        if self.v2:
+            with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+                f.write(f"{pid}\n")
+            return
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(os.path.join(self.path, "tasks"), "w") as f:
+                f.write(f"{tid}\n")
+
+    def remove(self):
+        """Removes it once its processes left it (a moment after they exit)."""
+        def gone():
+            try:
+                os.rmdir(self.path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return False
+            return True
+        if self.path:
+            poll(gone, 5)
+            self.path = None
+
+
+def test_waited_all(build, tmp):
+    name = "a thread runnable and never scheduled"
+    allowed, why = ptrace_allowed()
+    if os.geteuid() != 0 or not allowed:
+        skip(name, "needs root (a cgroup of its own)")
+        return
+    cg = QuotaCgroup(f"cpumond-test-{os.getpid()}", 1000, 1000000)
+    if cg.why:
+        skip(name, cg.why)
+        return
+    proc, pid, hot, idle = start_target([os.path.join(build, "tests", "spinners"), "--spin", "1",
+                                         "--timeout", "60"])
+    daemon = None
+    try:
+        if pid is None:
+            check(name, False, "spinners did not start")
+            return
+        cg.add(pid)
+        db = os.path.join(tmp, "waited.db")
+        conf = os.path.join(tmp, "waited.conf")
+        with open(conf, "w") as f:
+            f.write(f"[cpumond]\ninterval = 300ms\nthreshold = {THRESHOLD}\ncooldown = 0\n"
+                    f"episode_samples = 0\ndatabase = {db}\n[watch spin]\npid = {pid}\n")
+        daemon = Daemon(build, conf, tmp, name="waited")
+
+        def waited():
+            for tid, details in query(db, "SELECT tid, details FROM events WHERE kind = "
+                                      "'starved'"):
+                d = json.loads(details)
+                if d["waited_all"]:
+                    return tid, d
+            return None
+        got = poll(waited, 30, 0.3)
+        check(f"{name}: a starved event with waited_all, demand 1000",
+              got and got[0] in hot and got[1]["demand"] == 1000 and got[1]["usage"] == 0,
+              f"{got}; events: {query(db, 'SELECT kind, tid, usage FROM events')}")
+        daemon.stop()
+        daemon = None
+        # It runs 1 ms a second: give it a few of them to leave any stop.
+        ok, bad = all_threads_run(pid, timeout=5)
+        check(f"{name}: left neither stopped nor traced", ok, str(bad))
+    finally:
+        if daemon:
+            daemon.stop()
+        stop(proc)
+        cg.remove()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cpumond-kinds-")
     try:
-        run([test_starved_and_process], args.build, tmp)
+        run([test_starved_and_process, test_waited_all], args.build, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary()
