@@ -10,6 +10,7 @@
  *   - report_parse_time, report_parse_by (command line),
  *     report_signature_name and demangle_name (symbol names from the
  *     watched binaries);
+ *   - json_object_int (an event's details as a reader gets them);
  *   - stackdump_utf8_len, stackdump_put_escaped and json_put_string (names
  *     from the watched processes), checked against properties: the escaped
  *     text holds no control byte and is valid UTF-8; the JSON string is
@@ -104,6 +105,18 @@ static void check_escaped(const char *s)
 	free(out);
 }
 
+/* An event's details as a reader finds them: any text, no read past it;
+ * a key found inside the object S is a key that S holds, written before
+ * its value ('"KEY"' then ':'). */
+static void check_json_object_int(const char *s)
+{
+	long long v;
+
+	if (json_object_int(s, "demand", &v) == 0 && !strstr(s, "\"demand\""))
+		abort();
+	json_object_int(s, "", &v);
+}
+
 static void check_json(const char *s)
 {
 	size_t len, i = 1;
@@ -136,6 +149,7 @@ static void check_json(const char *s)
 		i += n;
 	}
 	free(out);
+	check_json_object_int(s);
 }
 
 static void check_utf8_len(const char *s)
