@@ -567,6 +567,38 @@ int procfs_read_wchan(pid_t pid, pid_t tid, char *out, size_t len)
 	return n < 0 ? (int)n : 0;
 }
 
+/* ---- the kernel stack ---- */
+
+/* /proc/PID/task/TID/stack, one frame a line, innermost first
+ * (fs/proc/base.c, proc_pid_stack; the address hidden as <0>):
+ *   [<0>] futex_wait_queue+0x60/0x90
+ *   [<0>] __futex_wait+0x148/0x1b0 */
+size_t procfs_parse_kstack(char *text, const char **frames, size_t max)
+{
+	size_t n = 0;
+
+	for (char *line = text, *next; *line && n < max; line = next) {
+		char *end = strchr(line, '\n'), *name;
+
+		next = end ? end + 1 : line + strlen(line);
+		if (end)
+			*end = '\0';
+		if (line[0] != '[' || !(name = strstr(line, "] ")))
+			continue;
+		name += 2;
+		if (*name)
+			frames[n++] = name;
+	}
+	return n;
+}
+
+int procfs_read_kstack(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	ssize_t n = procfs_read_file(pid, tid, "stack", buf, len);
+
+	return n < 0 ? (int)n : 0;
+}
+
 /* ---- tasks, sysctl ---- */
 
 /* ---- pressure (PSI) and a cgroup's cpu.stat ---- */

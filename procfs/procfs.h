@@ -219,6 +219,19 @@ int procfs_cgroup_file(const char *cgroup, const char *name, char *path, size_t 
 /* Reads and parses CGROUP's cpu.stat.  Returns 0 or -errno. */
 int procfs_read_cpu_stat(const char *cgroup, struct procfs_cpu_stat *st);
 
+/* ---- the kernel stack ---- */
+
+/* Splits TEXT, a stack file, in place into its frames' names
+ * ("futex_wait_queue+0x60/0x90"), innermost first, at most MAX into
+ * FRAMES (pointers into TEXT); lines not of that form are left out.
+ * Returns how many. */
+size_t procfs_parse_kstack(char *text, const char **frames, size_t max);
+
+/* Reads the stack file of thread TID of PID into BUF (LEN bytes).  The
+ * kernel lets only CAP_SYS_ADMIN read it: -EACCES or -EPERM without.
+ * Returns 0 or -errno. */
+int procfs_read_kstack(pid_t pid, pid_t tid, char *buf, size_t len);
+
 /* ---- the rest ---- */
 
 /* Reads the file NAME of PID (TID 0) or of its thread TID ("schedstat")

@@ -5,7 +5,8 @@
  *   - sampler_parse_schedstat (/proc/PID/task/TID/schedstat),
  *     procmaps_parse (/proc/PID/maps), and procfs's parsers of stat,
  *     status (with its capability masks), cgroup, the exe link, cmdline,
- *     comm, syscall, wchan, pressure (PSI) and a cgroup's cpu.stat, each
+ *     comm, syscall (and stall's rules over it), wchan, the kernel stack,
+ *     pressure (PSI) and a cgroup's cpu.stat, each
  *     held to what its header promises;
  *   - report_parse_time, report_parse_by (command line),
  *     report_signature_name and demangle_name (symbol names from the
@@ -23,6 +24,7 @@
 #include "cpumond/json.h"
 #include "cpumond/report.h"
 #include "cpumond/sampler.h"
+#include "cpumond/stall.h"
 #include "procfs/procfs.h"
 #include "stackdump/demangle.h"
 #include "stackdump/procmaps.h"
@@ -239,12 +241,32 @@ static void check_procfs_cmdline(const char *raw, size_t n)
 		abort();
 }
 
+/* The syscall line, and stall's rules over it (any state, any fd
+ * target); the same text as a kernel stack: every frame a non-empty piece
+ * of one line of it. */
 static void check_procfs_syscall(const char *text)
 {
 	struct procfs_syscall sc;
+	const char *frames[8];
+	char *copy = strdup(text), buf[64];
+	size_t len = strlen(text), n;
 
-	if (procfs_parse_syscall(text, &sc) == 0 && sc.running && sc.nr != -1)
-		abort();
+	if (procfs_parse_syscall(text, &sc) == 0) {
+		if (sc.running && sc.nr != -1)
+			abort();
+		if (stall_classify(text[0], &sc, text) > STALL_STUCK)
+			abort();
+		stall_syscall_name(sc.nr);
+		stall_futex_op_name(sc.args[1], buf, sizeof buf);
+	}
+	if (!copy)
+		return;
+	n = procfs_parse_kstack(copy, frames, 8);
+	for (size_t i = 0; i < n; i++)
+		if (frames[i] < copy || frames[i] >= copy + len || !*frames[i] ||
+		    strchr(frames[i], '\n'))
+			abort();
+	free(copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -455,6 +455,20 @@ static void test_syscall(void **state)
 	assert_int_equal(procfs_parse_syscall("runnin", &sc), -EINVAL);
 }
 
+static void test_kstack(void **state)
+{
+	char text[] = "[<0>] futex_wait_queue+0x60/0x90\n[<0>] __futex_wait+0x148/0x1b0\n"
+	              "garbage\n[<0>] \n[<0>] do_syscall_64+0x82/0x190";
+	char empty[] = "";
+	const char *f[4];
+	(void)state;
+	assert_int_equal(procfs_parse_kstack(text, f, 4), 3);
+	assert_string_equal(f[0], "futex_wait_queue+0x60/0x90");
+	assert_string_equal(f[1], "__futex_wait+0x148/0x1b0");
+	assert_string_equal(f[2], "do_syscall_64+0x82/0x190");
+	assert_int_equal(procfs_parse_kstack(empty, f, 4), 0);
+}
+
 static void test_wchan(void **state)
 {
 	char out[64], tiny[5];
@@ -579,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_cmdline),
 		cmocka_unit_test(test_comm),
 		cmocka_unit_test(test_syscall),
+		cmocka_unit_test(test_kstack),
 		cmocka_unit_test(test_wchan),
 		cmocka_unit_test(test_read_self),
 		cmocka_unit_test(test_read_gone),
