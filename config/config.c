@@ -66,7 +66,7 @@ enum key {
 	KEY_INTERVAL, KEY_THRESHOLD, KEY_CONSECUTIVE, KEY_COOLDOWN, KEY_DATABASE,
 	KEY_MAX_FRAMES, KEY_SAMPLE_INTERVAL, KEY_EPISODE_SAMPLES, KEY_MAX_DUMPS_PER_SECOND,
 	KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE, KEY_EVENT_LOG,
-	KEY_STARVED, KEY_PROCESS_THRESHOLD, KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
+	KEY_STARVED, KEY_PROCESS_THRESHOLD, KEY_STALL_AFTER, KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM, KEY_EXE, KEY_CMDLINE,
 	KEY_USER, KEY_UNIT, KEY_CGROUP, KEY_ALL, NKEYS
 };
 #define FIRST_SELECTOR KEY_PID
@@ -93,6 +93,7 @@ static const struct {
 	[KEY_EVENT_LOG] = { "event_log", true, false, false },
 	[KEY_STARVED] = { "starved", true, false, false },
 	[KEY_PROCESS_THRESHOLD] = { "process_threshold", true, true, false },
+	[KEY_STALL_AFTER] = { "stall_after", true, false, false },
 	[KEY_IGNORE] = { "ignore", false, false, true },
 	[KEY_PID] = { "pid", false, true, false },
 	[KEY_PIDFILE] = { "pidfile", false, true, false },
@@ -147,6 +148,7 @@ struct parser {
 	enum section section;
 	int global_line;        /* line of [cpumond], 0 before it */
 	int report_line;        /* line of [report], 0 before it */
+	int stall_after_line;   /* line of stall_after, 0 if absent */
 	int seen[NKEYS];        /* line of each key in this section, 0 if absent */
 	bool bad_selector;      /* a selector of this watch had an error */
 };
@@ -419,6 +421,9 @@ static int set_global(struct parser *p, enum key key, const char *value)
 		return get_bool(p, key, value, &c->journal);
 	case KEY_STARVED:
 		return get_bool(p, key, value, &c->starved);
+	case KEY_STALL_AFTER:
+		p->stall_after_line = p->lineno;
+		return get_duration(p, key, value, 0, COOLDOWN_MAX_MS, &c->stall_after_ms);
 	case KEY_METRICS_FILE:
 	case KEY_EVENT_LOG:
 		if (value[0] != '/') {
@@ -623,7 +628,7 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 		report(p, p->lineno, "%s: unknown key (expected interval, threshold, consecutive, "
 		       "cooldown, database, max_frames, sample_interval, episode_samples, "
 		       "max_dumps_per_second, retention, max_database_size, journal, metrics_file, "
-		       "event_log, starved or process_threshold)", name);
+		       "event_log, starved, process_threshold or stall_after)", name);
 	else if (key == NKEYS && in_report)
 		report(p, p->lineno, "%s: unknown key (expected ignore)", name);
 	else if (key == NKEYS)
@@ -817,6 +822,15 @@ static void finish(struct parser *p)
 		if (w->process_threshold == PROCESS_THRESHOLD_UNSET)
 			w->process_threshold = c->process_threshold;
 	}
+	/* A thread is seen not to run only between two samples: one interval
+	 * would call every thread between two wake-ups stalled. */
+	if (c->stall_after_ms && c->stall_after_ms < 2 * c->interval_ms) {
+		char a[32], b[32];
+
+		report(p, p->stall_after_line, "stall_after: %s is less than two intervals (2 x %s)",
+		       format_duration(c->stall_after_ms, a, sizeof a),
+		       format_duration(c->interval_ms, b, sizeof b));
+	}
 	if (!c->database)
 		set_string(p, &c->database, CONFIG_DEFAULT_DATABASE);
 	set_string(p, &c->path, p->name);
@@ -933,6 +947,7 @@ void config_print(const struct config *cfg, FILE *out)
 	fprintf(out, "journal = %s\n", cfg->journal ? "yes" : "no");
 	fprintf(out, "starved = %s\n", cfg->starved ? "yes" : "no");
 	fprintf(out, "process_threshold = %d\n", cfg->process_threshold);
+	fprintf(out, "stall_after = %s\n", format_duration(cfg->stall_after_ms, d, sizeof d));
 	if (cfg->metrics_file)
 		put_string(out, "metrics_file", cfg->metrics_file);
 	if (cfg->event_log)

@@ -60,6 +60,9 @@ struct config {
 	bool starved;           /* starved events (demand over threshold, usage not);
 	                           default yes */
 	int process_threshold;  /* the watches' default; default 0: off */
+	uint64_t stall_after_ms; /* a watched thread that has not run for this long, not
+	                            in an idle wait, makes a stall event (cpumond/stall.h);
+	                            0: off (the default); else at least 2 intervals */
 	char *metrics_file;     /* Prometheus text file rewritten every cycle; NULL: none */
 	char *event_log;        /* JSON lines, one per event; NULL: none */
 	char *report_ignore;    /* [report] ignore = REGEX, as written; NULL when unset */

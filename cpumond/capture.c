@@ -181,20 +181,12 @@ static struct capture_event *event_new(const struct capture *c, const struct wat
 	return ev;
 }
 
-void capture_start(struct capture *c, const struct watch_proc *proc,
-                   const struct sampler_thread *t, const struct watch_config *wc,
-                   const struct capture_trip *trip, uint64_t now_ms)
+/* The thread's name and where its process runs, after its sample. */
+static void read_where(struct capture_event *ev, const struct sampler_thread *t)
 {
-	struct capture_event *ev;
 	char exe[PATH_MAX], cgroup[PATH_MAX];
 	struct procfs_status status;
-	bool go_on;
 
-	if (episode_running(c, t->tid, trip->kind) || !(ev = event_new(c, proc, t, wc, trip)))
-		return;
-	/* Dump first: the sooner the thread is caught, the likelier it is still
-	 * in the code that made it hot. */
-	go_on = take_sample(c, ev, now_ms);
 	/* Each is "" (0) when the thread or its process is gone by now. */
 	procfs_read_comm(t->pid, t->tid, ev->thread, sizeof ev->thread);
 	procfs_read_link(t->pid, "exe", exe, sizeof exe);
@@ -206,6 +198,42 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
 	 * by (and its logs say). */
 	if (procfs_read_status(t->pid, 0, &status) == 0 && status.nnspid > 0)
 		ev->nspid = status.nspid[status.nnspid - 1];
+}
+
+void capture_copied(struct capture *c, const struct watch_proc *proc,
+                    const struct sampler_thread *t, const struct watch_config *wc,
+                    const struct capture_trip *trip, struct stackdump_stack *stack,
+                    const char *error)
+{
+	struct capture_event *ev = event_new(c, proc, t, wc, trip);
+
+	if (!ev) {
+		stackdump_stack_free(stack);
+		return;
+	}
+	ev->ep.planned = 1;
+	if (stack->nframes)
+		ev->capture = "copy";
+	snprintf(ev->error, sizeof ev->error, "%s", error ? error : "");
+	if (episode_add(&ev->ep, stack) < 0)
+		stackdump_stack_free(stack);
+	read_where(ev, t);
+	c->done(ev, c->done_arg);
+}
+
+void capture_start(struct capture *c, const struct watch_proc *proc,
+                   const struct sampler_thread *t, const struct watch_config *wc,
+                   const struct capture_trip *trip, uint64_t now_ms)
+{
+	struct capture_event *ev;
+	bool go_on;
+
+	if (episode_running(c, t->tid, trip->kind) || !(ev = event_new(c, proc, t, wc, trip)))
+		return;
+	/* Dump first: the sooner the thread is caught, the likelier it is still
+	 * in the code that made it hot. */
+	go_on = take_sample(c, ev, now_ms);
+	read_where(ev, t);
 	/* More episodes than dumps per second could not get one sample each. */
 	if (go_on && c->nactive < (size_t)c->cfg->max_dumps_per_second) {
 		if (c->nactive == c->active_cap) {

@@ -92,6 +92,14 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
                    const struct sampler_thread *t, const struct watch_config *wc,
                    const struct capture_trip *trip, uint64_t now_ms);
 
+/* An event of one sample that was taken without a stop (a stalled
+ * thread's, stall_probe.h): STACK (taken over; without frames ERROR says
+ * why), capture "copy".  Handed over at once. */
+void capture_copied(struct capture *c, const struct watch_proc *proc,
+                    const struct sampler_thread *t, const struct watch_config *wc,
+                    const struct capture_trip *trip, struct stackdump_stack *stack,
+                    const char *error);
+
 /* Takes the samples due at NOW_MS; hands over the episodes that end. */
 void capture_sample(struct capture *c, uint64_t now_ms);
 

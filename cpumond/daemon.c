@@ -22,6 +22,7 @@
 #include "cpumond/doctor.h"
 #include "cpumond/exit_status.h"
 #include "cpumond/kinds.h"
+#include "cpumond/stall_probe.h"
 #include "cpumond/log.h"
 #include "cpumond/metrics.h"
 #include "cpumond/record.h"
@@ -48,6 +49,7 @@ struct daemon {
 	struct trigger *trigger;
 	struct capture *capture;
 	struct kinds *kinds;     /* starved and process events */
+	struct stall *stall;     /* stall events (stall_after) */
 	struct record *record;
 	struct metrics *metrics; /* counted by the loop, capture and record */
 	uint64_t cycles;
@@ -98,6 +100,7 @@ static void run_cycle(struct daemon *d)
 	}
 	say_empty_watches(d, procs, nprocs);
 	kinds_before_sample(d->kinds, d->cfg, d->sampler);
+	sampler_set_exact_still(d->sampler, d->cfg->stall_after_ms > 0);
 	if (sampler_cycle(d->sampler, procs, nprocs, &threads, &nthreads) < 0)
 		log_msg(LOG_ERR, "out of memory while sampling; this cycle is incomplete");
 	now = clock_mono_ms();
@@ -119,6 +122,7 @@ static void run_cycle(struct daemon *d)
 	}
 	trigger_sweep(d->trigger);
 	kinds_cycle(d->kinds, d->cfg, procs, threads, nthreads, d->capture, now);
+	stall_cycle(d->stall, d->cfg, procs, threads, nthreads, d->capture, now);
 	capture_poll(d->capture);    /* detach threads that stopped late */
 	record_flush(d->record);
 	record_prune(d->record, now);
@@ -468,10 +472,11 @@ static int daemon_start(struct daemon *d)
 	d->sampler = sampler_new();
 	d->trigger = trigger_new();
 	d->kinds = kinds_new();
+	d->stall = stall_new();
 	d->capture = capture_new(d->cfg, d->metrics, on_captured, d);
 	d->seen = calloc(d->cfg->nwatches, sizeof *d->seen);
 	rc = watch_new(d->cfg, &d->watch);
-	if (!d->sampler || !d->trigger || !d->kinds || !d->capture || !d->metrics || !d->record ||
+	if (!d->sampler || !d->trigger || !d->kinds || !d->stall || !d->capture || !d->metrics || !d->record ||
 	    !d->seen || rc < 0) {
 		log_msg(LOG_ERR, "cannot start: out of memory or /proc unreadable");
 		return EXIT_PROC;
@@ -586,6 +591,7 @@ static void daemon_free(struct daemon *d)
 	sampler_free(d->sampler);
 	trigger_free(d->trigger);
 	kinds_free(d->kinds);
+	stall_free(d->stall);
 	metrics_free(d->metrics);
 	free(d->db_path);
 	free(d->seen);

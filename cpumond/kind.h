@@ -9,6 +9,8 @@
  *   starved  a thread whose demand (run time plus run-queue wait) is over
  *            its threshold while its run time is not
  *   process  a process whose threads together are over process_threshold
+ *   stall    a thread that has not run for stall_after, not in an idle
+ *            wait (stall.h)
  */
 #ifndef CPUMOND_KIND_H
 #define CPUMOND_KIND_H
@@ -16,7 +18,8 @@
 #define KIND_LIST(X) \
 	X(KIND_HOT, "hot") \
 	X(KIND_STARVED, "starved") \
-	X(KIND_PROCESS, "process")
+	X(KIND_PROCESS, "process") \
+	X(KIND_STALL, "stall")
 
 #define KIND_ENUM_ENTRY(id, name) id,
 enum kind { KIND_LIST(KIND_ENUM_ENTRY) KIND_COUNT };

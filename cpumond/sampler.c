@@ -21,6 +21,7 @@ struct thread_rec {
 	int stat_fd;             /* stat, opened the first time its state is wanted; or -1 */
 	uint64_t key;
 	uint64_t runtime_ns, run_delay_ns, read_ns;
+	uint64_t slices;         /* schedstat's third field: times it was scheduled */
 	bool runnable;           /* state R at the last read, and not run since the one before */
 };
 
@@ -37,6 +38,7 @@ struct proc_rec {
 	bool have_cpu;           /* ... and cpu_ns was read at cpu_read_ns */
 	uint64_t cpu_ns, cpu_read_ns;
 	bool gated;              /* this cycle */
+	bool gated_still;        /* ... and it used no CPU at all: none of its threads ran */
 	int gated_usage;         /* the process's usage this cycle, when gated */
 	bool gated_since_read;   /* gated at least once since its threads were read */
 	uint64_t gated_cpu_ns;   /* CPU the whole process used while gated since then */
@@ -47,6 +49,7 @@ struct proc_rec {
 };
 
 struct sampler {
+	bool exact_still;        /* sampler_set_exact_still */
 	struct proc_rec *procs, *next_procs;   /* sorted by pid */
 	size_t nprocs, procs_cap;
 	struct thread_rec *scratch;            /* the new thread list while listing */
@@ -142,6 +145,31 @@ int sampler_parse_schedstat(const char *buf, uint64_t *runtime_ns, uint64_t *run
 	*runtime_ns = run;
 	*run_delay_ns = delay;
 	return 0;
+}
+
+int sampler_parse_schedstat_slices(const char *buf, uint64_t *runtime_ns, uint64_t *run_delay_ns,
+                                   uint64_t *slices)
+{
+	const char *p = buf;
+	char *end;
+	unsigned long long n;
+	int rc = sampler_parse_schedstat(buf, runtime_ns, run_delay_ns);
+
+	if (rc < 0)
+		return rc;
+	for (int spaces = 0; spaces < 2; p++)
+		spaces += *p == ' ';
+	errno = 0;
+	n = strtoull(p, &end, 10);
+	if (end == p || (*end != '\n' && *end != '\0') || errno)
+		return -EINVAL;
+	*slices = n;
+	return 0;
+}
+
+void sampler_set_exact_still(struct sampler *s, bool on)
+{
+	s->exact_still = on;
 }
 
 static uint64_t mono_ns(void)
@@ -245,7 +273,7 @@ static int open_schedstat(struct sampler *s, const struct proc_rec *p, pid_t tid
  * (bench/README.md, section 2, which also counts the kernel memory each
  * kept descriptor costs). */
 static int read_schedstat(struct sampler *s, const struct proc_rec *p, const struct thread_rec *r,
-                          uint64_t *runtime_ns, uint64_t *run_delay_ns)
+                          uint64_t *runtime_ns, uint64_t *run_delay_ns, uint64_t *slices)
 {
 	char buf[96];
 	ssize_t n;
@@ -264,7 +292,7 @@ static int read_schedstat(struct sampler *s, const struct proc_rec *p, const str
 	if (n < 0)
 		return (int)n;
 	buf[n] = '\0';
-	return sampler_parse_schedstat(buf, runtime_ns, run_delay_ns);
+	return sampler_parse_schedstat_slices(buf, runtime_ns, run_delay_ns, slices);
 }
 
 /* Whether thread R of P is runnable now (state R in its stat).  The stat
@@ -315,8 +343,8 @@ static int sample_thread(struct sampler *s, struct proc_rec *p, struct thread_re
 {
 	struct sampler_thread t = { .pid = p->pid, .tid = r->tid, .proc = p->index, .usage = -1,
 	                            .demand = -1, .proc_key = p->key };
-	uint64_t runtime, delay, now;
-	int rc = read_schedstat(s, p, r, &runtime, &delay);
+	uint64_t runtime, delay, now, slices;
+	int rc = read_schedstat(s, p, r, &runtime, &delay, &slices);
 	bool unmoved;
 
 	if (rc == -EMFILE || rc == -ENFILE)
@@ -349,7 +377,9 @@ static int sample_thread(struct sampler *s, struct proc_rec *p, struct thread_re
 	} else {
 		r->runnable = unmoved && wait_possible(s, p, 0) && read_runnable(s, p, r);
 	}
+	t.still = !first && runtime == r->runtime_ns && slices == r->slices;
 	t.key = r->key;
+	r->slices = slices;
 	r->runtime_ns = runtime;
 	r->run_delay_ns = delay;
 	r->read_ns = now;
@@ -487,7 +517,7 @@ static int report_gated(struct sampler *s, const struct proc_rec *p)
 		struct sampler_thread t = { .pid = p->pid, .tid = r->tid, .proc = p->index,
 		                            .key = r->key, .usage = p->gated_usage,
 		                            .run_delay = -1, .gated = true, .demand = -1,
-		                            .proc_key = p->key };
+		                            .proc_key = p->key, .still = p->gated_still };
 		if (push_out(s, &t) < 0)
 			return -ENOMEM;
 	}
@@ -510,8 +540,10 @@ static bool check_gate(const struct sampler *s, struct proc_rec *p)
 	cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	if (p->have_cpu && p->nthreads > 0 && cpu >= p->cpu_ns &&
 	    sampler_gated(cpu - p->cpu_ns, now - p->cpu_read_ns, p->gate) &&
-	    !wait_possible(s, p, sampler_permille(cpu - p->cpu_ns, now - p->cpu_read_ns))) {
+	    !wait_possible(s, p, sampler_permille(cpu - p->cpu_ns, now - p->cpu_read_ns)) &&
+	    (!s->exact_still || cpu == p->cpu_ns)) {
 		gated = true;
+		p->gated_still = cpu == p->cpu_ns;
 		p->gated_usage = sampler_permille(cpu - p->cpu_ns, now - p->cpu_read_ns);
 		p->gated_cpu_ns += cpu - p->cpu_ns;
 		p->gated_since_read = true;

@@ -69,6 +69,10 @@ struct sampler_thread {
 	bool waited_all;         /* runnable (state R) at the last read and not run since:
 	                          * it waited for a CPU the whole interval */
 	uint64_t proc_key;       /* its process's, unique as key is */
+	bool still;              /* not scheduled since the last cycle: schedstat's run
+	                          * time and timeslices did not move (stall.h); a gated
+	                          * thread: its whole process used no CPU.  False on
+	                          * the first sample, and when gated otherwise */
 };
 
 struct sampler;
@@ -125,8 +129,19 @@ bool sampler_gated(uint64_t proc_delta_ns, uint64_t elapsed_ns, int gate);
  * gated cycle.  A lower bound in permille, clamped to 0..1000. */
 int sampler_usage_after_gate(uint64_t delta_ns, uint64_t gated_cpu_ns, uint64_t elapsed_ns);
 
+/* For stall detection (stall.h): ON makes a process that is under its
+ * gate but used some CPU be read all the same, so that each thread's
+ * `still` is exact; one that used no CPU at all stays gated (none of its
+ * threads ran).  Default off. */
+void sampler_set_exact_still(struct sampler *s, bool on);
+
 /* Parses /proc/.../schedstat: "RUNTIME_NS RUN_DELAY_NS TIMESLICES\n".
  * Returns 0, or -EINVAL. */
 int sampler_parse_schedstat(const char *buf, uint64_t *runtime_ns, uint64_t *run_delay_ns);
+
+/* The same with the third field, how many times it was scheduled, in
+ * *SLICES.  Returns 0, or -EINVAL. */
+int sampler_parse_schedstat_slices(const char *buf, uint64_t *runtime_ns, uint64_t *run_delay_ns,
+                                   uint64_t *slices);
 
 #endif

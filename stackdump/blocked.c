@@ -105,6 +105,16 @@ int stackdump_copy_blocked(pid_t pid, pid_t tid, size_t bytes, struct stackdump_
 	}
 	out->regs.rip = sc.pc;
 	out->regs.rsp = sc.sp;
+	/* The argument registers as the thread entered the kernel: glibc's
+	 * vfork keeps its return address in rdi over the syscall (the child
+	 * would overwrite it on the shared stack), and its unwind entry says
+	 * so.  x86-64 passes the arguments in rdi, rsi, rdx, r10, r8, r9. */
+	out->regs.rdi = sc.args[0];
+	out->regs.rsi = sc.args[1];
+	out->regs.rdx = sc.args[2];
+	out->regs.r10 = sc.args[3];
+	out->regs.r8 = sc.args[4];
+	out->regs.r9 = sc.args[5];
 	return 0;
 }
 

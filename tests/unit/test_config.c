@@ -92,6 +92,7 @@ static void test_defaults(void **state)
 	assert_true(cfg.starved);
 	assert_int_equal(cfg.process_threshold, 0);
 	assert_int_equal(cfg.watches[0].process_threshold, 0);
+	assert_int_equal(cfg.stall_after_ms, 0);       /* off */
 	config_free(&cfg);
 	assert_zeroed(&cfg);
 }
@@ -251,7 +252,7 @@ static void test_layout(void **state)
 		        "t.conf:11: interval_is_next_line: unknown key (expected interval, threshold, "
 		        "consecutive, cooldown, database, max_frames, sample_interval, "
 		        "episode_samples, max_dumps_per_second, retention, max_database_size, "
-		        "journal, metrics_file, event_log, starved or process_threshold)\n");
+		        "journal, metrics_file, event_log, starved, process_threshold or stall_after)\n");
 		free(errs);
 	}
 	*strstr(text, "interval=5s") = '\0';
@@ -282,7 +283,11 @@ static void test_errors(void **state)
 		  "t.conf:2: intervall: unknown key (expected interval, threshold, consecutive, "
 		  "cooldown, database, max_frames, sample_interval, episode_samples, "
 		  "max_dumps_per_second, retention, max_database_size, journal, metrics_file, "
-		  "event_log, starved or process_threshold)\n" },
+		  "event_log, starved, process_threshold or stall_after)\n" },
+		{ "[cpumond]\ninterval = 300ms\nstall_after = 500ms\n" WATCH,
+		  "t.conf:3: stall_after: 500ms is less than two intervals (2 x 300ms)\n" },
+		{ "[cpumond]\n[watch w]\nall = yes\nstall_after = 10s\n",
+		  "t.conf:4: stall_after: not a watch key (set it in [cpumond])\n" },
 		{ "[cpumond]\nprocess_threshold = 1000001\n" WATCH,
 		  "t.conf:2: process_threshold: 1000001 is out of range 0..1000000\n" },
 		{ "[cpumond]\n[watch w]\nall = yes\nprocess_threshold = -1\n",
@@ -693,6 +698,7 @@ static void test_print(void **state)
 	                    "journal = yes\n"
 	                    "starved = yes\n"
 	                    "process_threshold = 0\n"
+	                    "stall_after = 0ms\n"
 	                    "\n"
 	                    "[watch web]\n"
 	                    "comm = nginx\n"
