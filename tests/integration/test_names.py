@@ -192,7 +192,7 @@ class Setup:
         with open(conf, "w") as f:
             # A low threshold and a short cooldown: each hot thread gives
             # an event about every second on a machine shared with others.
-            f.write(f"[cpumond]\ninterval = 300ms\nthreshold = 100\ncooldown = 1s\n"
+            f.write(f"[cpumond]\ninterval = 300ms\nthreshold = 100\nstarved = no\ncooldown = 1s\n"
                     f"episode_samples = 5\nsample_interval = 20ms\ndatabase = {self.db}\n"
                     f"[watch hot]\npid = {hot_pid}\n[watch two]\npid = {two_pid}\n"
                     f"[watch inl]\npid = {inl_pid}\n")
