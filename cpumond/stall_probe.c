@@ -329,7 +329,6 @@ static void child(pid_t pid, pid_t tid, uint64_t still_ms, int max_frames, size_
 {
 	FILE *out = fdopen(fd, "w"), *d;
 	struct stackdump_stack stack = { 0 };
-	struct stackdump_copy copy;
 	struct stackdump *sd;
 	struct waiting w;
 	enum stall_verdict v;
@@ -352,12 +351,9 @@ static void child(pid_t pid, pid_t tid, uint64_t still_ms, int max_frames, size_
 		v = STALL_IDLE;          /* a futex word of 2 that is no mutex's */
 	if (v == STALL_STUCK) {
 		put_kernel_stack(pid, tid, d);
-		if (stackdump_copy_blocked(pid, tid, bytes, &copy, err, sizeof err) == 0) {
-			if ((sd = stackdump_new())) {
-				stackdump_thread_copy(sd, pid, tid, &copy, max_frames, &stack);
-				snprintf(err, sizeof err, "%s", stack.error);
-			}
-			stackdump_copy_free(&copy);
+		if ((sd = stackdump_new())) {
+			stackdump_thread_blocked(sd, pid, tid, bytes, max_frames, &stack);
+			snprintf(err, sizeof err, "%s", stack.error);
 		}
 		if (err[0]) {
 			fputs(",\"stack_error\":", d);

@@ -11,6 +11,7 @@
  * stop; the syscall file read again afterwards says whether it slept all
  * along. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,79 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether ADDR is in executable memory of MAPS. */
+static bool in_code(const struct procmaps *maps, uint64_t addr)
+{
+	const struct procmaps_entry *e = procmaps_find(maps, addr);
+
+	return e && e->perms[2] == 'x';
+}
+
+/* Candidates for rbp, which the syscall file does not give: the frame
+ * pointer of the innermost caller built with frame pointers (glibc's own
+ * functions leave rbp alone, so it is still that caller's at the
+ * syscall).  Such a frame's rbp points at its saved rbp with its return
+ * address above: slots of the copy from sp up whose next word is an
+ * address in executable memory.  Fills CAND (at most MAX) and returns how
+ * many. */
+static size_t rbp_candidates(const struct stackdump_copy *copy, const struct procmaps *maps,
+                             uint64_t *cand, size_t max)
+{
+	size_t n = 0;
+	uint64_t sp = copy->regs.rsp;
+
+	for (uint64_t a = sp; n < max && a + 16 <= copy->stack_addr + copy->stack_len; a += 8) {
+		uint64_t ret;
+
+		if (a < copy->stack_addr)
+			continue;
+		memcpy(&ret, copy->stack + (a + 8 - copy->stack_addr), sizeof ret);
+		if (in_code(maps, ret))
+			cand[n++] = a;
+	}
+	return n;
+}
+
+int stackdump_thread_blocked(struct stackdump *sd, pid_t pid, pid_t tid, size_t bytes,
+                             int max_frames, struct stackdump_stack *out)
+{
+	struct stackdump_copy copy;
+	struct procmaps maps;
+	uint64_t cand[8];
+	size_t n = 0;
+	int rc = stackdump_copy_blocked(pid, tid, bytes, &copy, out->error, sizeof out->error);
+
+	if (rc < 0) {
+		char why[sizeof out->error];
+
+		memcpy(why, out->error, sizeof why);
+		memset(out, 0, sizeof *out);
+		memcpy(out->error, why, sizeof why);
+		return rc;
+	}
+	rc = stackdump_thread_copy(sd, pid, tid, &copy, max_frames, out);
+	/* Cut short: perhaps at a frame whose CFA is its rbp.  Try the slots
+	 * that may be it, keep the deepest unwind (the first of equals). */
+	if (rc == 0 && out->error[0] && procmaps_read(pid, &maps) == 0) {
+		n = rbp_candidates(&copy, &maps, cand, sizeof cand / sizeof cand[0]);
+		procmaps_free(&maps);
+	}
+	for (size_t i = 0; i < n && out->error[0]; i++) {
+		struct stackdump_stack other;
+
+		copy.regs.rbp = cand[i];
+		if (stackdump_thread_copy(sd, pid, tid, &copy, max_frames, &other) == 0 &&
+		    other.nframes > out->nframes) {
+			stackdump_stack_free(out);
+			*out = other;
+		} else {
+			stackdump_stack_free(&other);
+		}
+	}
+	stackdump_copy_free(&copy);
+	return rc;
 }
 
 int stackdump_copy_blocked(pid_t pid, pid_t tid, size_t bytes, struct stackdump_copy *out,

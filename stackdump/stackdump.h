@@ -157,6 +157,16 @@ int stackdump_copy_blocked(pid_t pid, pid_t tid, size_t bytes, struct stackdump_
                            char *err, size_t errlen);
 void stackdump_copy_free(struct stackdump_copy *copy);
 
+/* stackdump_copy_blocked, then stackdump_thread_copy of it, into *OUT.
+ * rbp is not in the syscall file: when the unwind stops short, it is
+ * tried again with each of the first 8 stack slots above sp that look
+ * like a frame pointer (the next word an address in executable memory),
+ * and the deepest unwind is kept (code built with frame pointers finds
+ * its frames by rbp).  Returns as stackdump_thread_copy, or the error of
+ * stackdump_copy_blocked with OUT->error saying why (OUT initialised). */
+int stackdump_thread_blocked(struct stackdump *sd, pid_t pid, pid_t tid, size_t bytes,
+                             int max_frames, struct stackdump_stack *out);
+
 /* Forgets what is cached for process PID (call when it exits). */
 void stackdump_forget(struct stackdump *sd, pid_t pid);
 

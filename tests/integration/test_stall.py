@@ -8,7 +8,7 @@ sleeps too).  None of its threads runs after it is ready but the vforker,
 once every 4 s, so every event is decided by construction, not by timing:
 the daemon at 200 ms with stall_after 400 ms must make a stall event for
 each stuck thread, naming the owner (waiter), the cycle (dl-a, dl-b), the
-vfork syscall in D and a user stack through vfork_inner (vforker), and the
+vfork syscall in D and a user stack vfork_inner <- vfork_middle <- vfork_outer (vforker), and the
 end of the vforker's stall when its child exits; and none for the idle
 threads.  The vforker goes on afterwards (it prints "vforked N") and no
 thread is left stopped or traced: the stall's stack is a copy, no ptrace
@@ -98,9 +98,17 @@ def test_stalls(build, tmp):
               str(query(db, "SELECT id, capture FROM events")))
         text = subprocess.run([os.path.join(build, "cpumond"), "tail", "-d", db, "-n", "100"],
                               capture_output=True, text=True, timeout=30).stdout
-        vfork_event = text[text.find(f'"vforker"/{stuck["vforker"]}'):]
-        check(f"{name}: the vforker's user stack names vfork_inner",
-              "vfork_inner+" in vfork_event.split("\n2")[0], text[-3000:])
+        def event_text(thread):
+            return text[text.find(f'"{thread}"/{stuck[thread]}'):].split("\n2")[0]
+        chain = ["vfork_inner+", "vfork_middle+", "vfork_outer+", "vforker+", "start_thread+"]
+        frames = event_text("vforker")
+        check(f"{name}: the vforker's user stack names its caller chain",
+              all(f in frames for f in chain) and
+              sorted(chain, key=frames.find) == chain, frames)
+        frames = event_text("waiter")
+        check(f"{name}: the waiter's user stack goes through waiter to start_thread",
+              "pthread_mutex_lock+" in frames and "waiter+" in frames and
+              "start_thread+" in frames, frames)
         # The vforker goes on: its next vfork returns within the child's 4 s.
         more = read_lines_until(proc.stdout, b"vforked 2", 15)
         check(f"{name}: the vforker went on after its stall",
