@@ -8,6 +8,7 @@
  * error is reported with its own line.
  */
 #include "config/config.h"
+#include "config/config_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -106,30 +107,6 @@ static const struct {
 	[KEY_ALL] = { "all", false, true, false },
 };
 
-/* Largest first: config_print writes the first unit that is exact.  A
- * unit that reads the same as one before it is read, never written. */
-struct unit {
-	const char *suffix;
-	uint64_t size;
-};
-/* Weeks come after days: "14d" is what the documentation shows, not "2w".
- * "m" is minutes, as systemd and report --since read it. */
-static const struct unit units[] = {
-	{ "d", 86400000 }, { "w", 604800000 }, { "h", 3600000 }, { "min", 60000 },
-	{ "m", 60000 }, { "s", 1000 }, { "ms", 1 },
-};
-/* Powers of 1024: KiB, MiB, GiB, TiB and their short forms K, M, G, T (as
- * systemd and GNU coreutils read them); powers of 1000: KB (and kB), MB,
- * GB, TB (as coreutils reads them).  Each IEC name comes before its short
- * form, so that 256 MiB is written "256MiB". */
-static const struct unit size_units[] = {
-	{ "TiB", UINT64_C(1) << 40 }, { "T", UINT64_C(1) << 40 }, { "TB", UINT64_C(1000000000000) },
-	{ "GiB", UINT64_C(1) << 30 }, { "G", UINT64_C(1) << 30 }, { "GB", UINT64_C(1000000000) },
-	{ "MiB", UINT64_C(1) << 20 }, { "M", UINT64_C(1) << 20 }, { "MB", UINT64_C(1000000) },
-	{ "KiB", UINT64_C(1) << 10 }, { "K", UINT64_C(1) << 10 }, { "KB", 1000 }, { "kB", 1000 },
-	{ "B", 1 },
-};
-
 enum section { SECTION_NONE, SECTION_IGNORED, SECTION_GLOBAL, SECTION_REPORT, SECTION_WATCH };
 
 struct parser {
@@ -191,76 +168,6 @@ static char *trim(char *s)
 	return s;
 }
 
-/* Digits and a suffix from UNITS (none: DEFAULT_UNIT) to a count of the
- * smallest unit: 0, -EINVAL (not such a number), or -ERANGE (it is, but
- * past UINT64_MAX). */
-static int parse_with_unit(const char *text, const struct unit *u, size_t nunits,
-                           uint64_t default_unit, uint64_t *out)
-{
-	const char *end;
-	uint64_t n = 0, unit = 0;
-	bool overflow = false;
-
-	for (end = text; *end >= '0' && *end <= '9'; end++) {
-		unsigned digit = (unsigned)(*end - '0');
-
-		if (n > (UINT64_MAX - digit) / 10)
-			overflow = true;
-		else
-			n = n * 10 + digit;
-	}
-	if (end == text)
-		return -EINVAL;
-	if (!*end)
-		unit = default_unit;
-	for (size_t i = 0; i < nunits && !unit; i++)
-		if (strcmp(end, u[i].suffix) == 0)
-			unit = u[i].size;
-	if (!unit)
-		return -EINVAL;
-	if (overflow || n > UINT64_MAX / unit)
-		return -ERANGE;
-	*out = n * unit;
-	return 0;
-}
-
-/* N in the largest unit of U that is exact: 60000 ms is "1min", 1500 is
- * "1500ms", 0 is "0ms". */
-static const char *format_with_unit(uint64_t n, const struct unit *u, size_t nunits,
-                                    char *buf, size_t size)
-{
-	const struct unit *best = &u[nunits - 1];
-
-	for (size_t i = 0; n && i < nunits; i++) {
-		if (n % u[i].size == 0) {
-			best = &u[i];
-			break;
-		}
-	}
-	snprintf(buf, size, "%" PRIu64 "%s", n / best->size, best->suffix);
-	return buf;
-}
-
-int config_parse_duration(const char *text, uint64_t *ms)
-{
-	return parse_with_unit(text, units, ARRAY_SIZE(units), 1000, ms);
-}
-
-int config_parse_size(const char *text, uint64_t *bytes)
-{
-	return parse_with_unit(text, size_units, ARRAY_SIZE(size_units), 1, bytes);
-}
-
-static const char *format_duration(uint64_t ms, char *buf, size_t size)
-{
-	return format_with_unit(ms, units, ARRAY_SIZE(units), buf, size);
-}
-
-static const char *format_size(uint64_t bytes, char *buf, size_t size)
-{
-	return format_with_unit(bytes, size_units, ARRAY_SIZE(size_units), buf, size);
-}
-
 static int get_int(struct parser *p, enum key key, const char *value,
                    long long min, long long max, long long *out)
 {
@@ -296,7 +203,7 @@ static int get_duration(struct parser *p, enum key key, const char *value,
 	}
 	if (e < 0 || ms < min || ms > max) {
 		report(p, p->lineno, "%s: %s is out of range %s..%s", keys[key].name, value,
-		       format_duration(min, lo, sizeof lo), format_duration(max, hi, sizeof hi));
+		       config_format_duration(min, lo, sizeof lo), config_format_duration(max, hi, sizeof hi));
 		return -EINVAL;
 	}
 	*out = ms;
@@ -323,7 +230,7 @@ static int get_size(struct parser *p, enum key key, const char *value, uint64_t 
 	}
 	if (bytes && bytes < min) {
 		report(p, p->lineno, "%s: %s is below %s (0: no cap)", keys[key].name, value,
-		       format_size(min, lo, sizeof lo));
+		       config_format_size(min, lo, sizeof lo));
 		return -EINVAL;
 	}
 	*out = bytes;
@@ -828,8 +735,8 @@ static void finish(struct parser *p)
 		char a[32], b[32];
 
 		report(p, p->stall_after_line, "stall_after: %s is less than two intervals (2 x %s)",
-		       format_duration(c->stall_after_ms, a, sizeof a),
-		       format_duration(c->interval_ms, b, sizeof b));
+		       config_format_duration(c->stall_after_ms, a, sizeof a),
+		       config_format_duration(c->interval_ms, b, sizeof b));
 	}
 	if (!c->database)
 		set_string(p, &c->database, CONFIG_DEFAULT_DATABASE);
@@ -933,21 +840,21 @@ void config_print(const struct config *cfg, FILE *out)
 	char d[32];
 
 	fprintf(out, "[cpumond]\n");
-	fprintf(out, "interval = %s\n", format_duration(cfg->interval_ms, d, sizeof d));
+	fprintf(out, "interval = %s\n", config_format_duration(cfg->interval_ms, d, sizeof d));
 	fprintf(out, "threshold = %d\n", cfg->threshold);
 	fprintf(out, "consecutive = %d\n", cfg->consecutive);
-	fprintf(out, "cooldown = %s\n", format_duration(cfg->cooldown_ms, d, sizeof d));
+	fprintf(out, "cooldown = %s\n", config_format_duration(cfg->cooldown_ms, d, sizeof d));
 	put_string(out, "database", cfg->database);
 	fprintf(out, "max_frames = %d\n", cfg->max_frames);
-	fprintf(out, "sample_interval = %s\n", format_duration(cfg->sample_interval_ms, d, sizeof d));
+	fprintf(out, "sample_interval = %s\n", config_format_duration(cfg->sample_interval_ms, d, sizeof d));
 	fprintf(out, "episode_samples = %d\n", cfg->episode_samples);
 	fprintf(out, "max_dumps_per_second = %d\n", cfg->max_dumps_per_second);
-	fprintf(out, "retention = %s\n", format_duration(cfg->retention_ms, d, sizeof d));
-	fprintf(out, "max_database_size = %s\n", format_size(cfg->max_database_size, d, sizeof d));
+	fprintf(out, "retention = %s\n", config_format_duration(cfg->retention_ms, d, sizeof d));
+	fprintf(out, "max_database_size = %s\n", config_format_size(cfg->max_database_size, d, sizeof d));
 	fprintf(out, "journal = %s\n", cfg->journal ? "yes" : "no");
 	fprintf(out, "starved = %s\n", cfg->starved ? "yes" : "no");
 	fprintf(out, "process_threshold = %d\n", cfg->process_threshold);
-	fprintf(out, "stall_after = %s\n", format_duration(cfg->stall_after_ms, d, sizeof d));
+	fprintf(out, "stall_after = %s\n", config_format_duration(cfg->stall_after_ms, d, sizeof d));
 	if (cfg->metrics_file)
 		put_string(out, "metrics_file", cfg->metrics_file);
 	if (cfg->event_log)
@@ -980,7 +887,7 @@ void config_print(const struct config *cfg, FILE *out)
 			fprintf(out, "all = yes\n");
 		fprintf(out, "threshold = %d\n", w->threshold);
 		fprintf(out, "consecutive = %d\n", w->consecutive);
-		fprintf(out, "cooldown = %s\n", format_duration(w->cooldown_ms, d, sizeof d));
+		fprintf(out, "cooldown = %s\n", config_format_duration(w->cooldown_ms, d, sizeof d));
 		fprintf(out, "process_threshold = %d\n", w->process_threshold);
 	}
 }
