@@ -18,13 +18,15 @@
 #  9. what names at read time cost report and tail (bench/names_bench.py):
 #     a database of NAMES_EVENTS events read with the stored names and
 #     with the frames named again from split debug files, alternating
+# 11. stall detection (bench/stall_bench): a cycle at 1,000 idle threads
+#     with stall_after off and on, in the same rounds, gated and not
 # 10. starved events at 1000 idle threads: the sampler gated with them off,
 #     on (the host's pressure as it is), and on where any wait is possible
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
 # LIBPROC2=1 (adds libproc2's row), NAMES_EVENTS, NAMES_RUNS (section 9),
-# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9 10").
+# PY_REPS (dumps in section 8), SECTIONS (default "1 2 3 4 5 6 8 9 10 11").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -37,7 +39,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10 11}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -344,6 +346,23 @@ if has 10; then
 	start_target 1000 0
 	"$B/bench/sampler_bench" --pid "$target" --cycles "$CYCLES" --interval-ms "$INTERVAL_MS" \
 		--methods gated,starved,starved-any,sampler,floor --header
+	stop_target "$target"
+	echo
+fi
+
+if has 11; then
+	echo "## 11. Stall detection"
+	echo
+	echo "\`hotchain --threads 1000 --hot 0\` (idle in pthread_cond_wait); bench/stall_bench: two samplers,"
+	echo "stall_after off and on (two intervals), alternating in the same ${CYCLES} rounds ${INTERVAL_MS} ms"
+	echo "apart, CPU per cycle (CLOCK_PROCESS_CPUTIME_ID).  Gate 800: the process used no CPU, so both"
+	echo "skip its threads; gate 0: every thread read.  The first checks (each thread classified"
+	echo "once, from its stat, syscall and wchan, when it reaches stall_after) are the one-time cost."
+	echo
+	start_target 1000 0
+	"$B/bench/stall_bench" --pid "$target" --cycles "$CYCLES" --interval-ms "$INTERVAL_MS"
+	echo
+	"$B/bench/stall_bench" --pid "$target" --cycles "$CYCLES" --interval-ms "$INTERVAL_MS" --gate 0
 	stop_target "$target"
 	echo
 fi

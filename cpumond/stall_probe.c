@@ -606,7 +606,7 @@ void stall_cycle(struct stall *st, const struct config *cfg, const struct watch_
                  uint64_t now_ms)
 {
 	uint64_t start = mono_ms();
-	int probes = 0;
+	int probes = 0, checks = 0;
 
 	if (!cfg->stall_after_ms)
 		return;
@@ -627,6 +627,8 @@ void stall_cycle(struct stall *st, const struct config *cfg, const struct watch_
 		case STALL_CHECK:
 			break;
 		}
+		if (checks++ >= STALL_CHECKS_PER_CYCLE)
+			continue;            /* checked in a later cycle */
 		v = stall_probe_classify(t->pid, t->tid);
 		if (v == STALL_IDLE || v == STALL_IGNORE) {
 			stall_checked(st, t->key, false, now_ms, wc->cooldown_ms);

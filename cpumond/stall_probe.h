@@ -38,6 +38,12 @@
 #include "cpumond/watch.h"
 #include "stackdump/stackdump.h"
 
+/* Threads classified a cycle at most (stall_probe_classify): its three
+ * reads cost 33-43 µs a thread here (make bench, "Stall detection"), so
+ * 1,000 threads going still at once would add 40 ms to one cycle; the
+ * rest wait for the next cycles. */
+#define STALL_CHECKS_PER_CYCLE 256
+
 /* How long the child may take (ms).  The unwind of a cold process (its
  * modules' unwind tables and names) took 8-40 ms here. */
 #define STALL_PROBE_DEADLINE_MS 500
@@ -75,7 +81,8 @@ enum stall_verdict stall_probe_classify(pid_t pid, pid_t tid);
 /* One cycle of stall detection over the sampler's THREADS of PROCS
  * (nothing when stall_after is off): each thread's stillness to ST, the
  * threads still for stall_after classified, the ones that may be stalled
- * probed (at most two a cycle, the others the next), and each stall, and
+ * probed (at most STALL_CHECKS_PER_CYCLE classified and two probed a
+ * cycle, the others in the next ones), and each stall, and
  * each end of one, handed to capture as a kind stall event of one copied
  * sample (capture_copied). */
 void stall_cycle(struct stall *st, const struct config *cfg, const struct watch_proc *procs,
