@@ -23,7 +23,7 @@ const char *eventfmt_kind(const struct store_event *ev)
 void eventfmt_what(const struct store_event *ev, char *buf, size_t len)
 {
 	const char *kind = eventfmt_kind(ev), *details = ev->details ? ev->details : "";
-	long long demand, total, threads;
+	long long demand, total, threads, ms;
 
 	if (strcmp(kind, "hot") == 0) {
 		snprintf(buf, len, "at %d‰ > %d‰", ev->usage, ev->threshold);
@@ -37,6 +37,10 @@ void eventfmt_what(const struct store_event *ev, char *buf, size_t len)
 	           json_object_int(details, "threads", &threads) == 0) {
 		snprintf(buf, len, "process: %lld‰ > %d‰ in %lld %s, this one %d‰", total,
 		         ev->threshold, threads, threads == 1 ? "thread" : "threads", ev->usage);
+	} else if (strcmp(kind, "stall") == 0 && json_object_int(details, "duration_ms", &ms) == 0) {
+		snprintf(buf, len, "stall ended: ran again after %lld ms", ms);
+	} else if (strcmp(kind, "stall") == 0 && json_object_int(details, "still_ms", &ms) == 0) {
+		snprintf(buf, len, "stall: not run for %lld ms", ms);
 	} else {
 		snprintf(buf, len, "%s: %d‰, threshold %d‰", kind, ev->usage, ev->threshold);
 	}

@@ -323,6 +323,10 @@ static void test_what(void **state)
 	ev.kind = "stall";
 	ev.details = NULL;
 	assert_string_equal(what_of(&ev), "stall: 480‰, threshold 300‰");
+	ev.details = "{\"state\":\"D\",\"still_ms\":601,\"wchan\":\"kernel_clone\"}";
+	assert_string_equal(what_of(&ev), "stall: not run for 601 ms");
+	ev.details = "{\"ended\":true,\"duration_ms\":3201}";
+	assert_string_equal(what_of(&ev), "stall ended: ran again after 3201 ms");
 }
 
 int main(void)
