@@ -499,6 +499,20 @@ static void own_details(pid_t pid, pid_t tid, uint64_t still_ms, const char *why
 	snprintf(out->error, sizeof out->error, "%s", why);
 }
 
+/* Ends the details with ,"probe_ms":N: what the child cost the loop. */
+static void add_probe_ms(struct stall_probe_result *out)
+{
+	size_t len = out->details ? strlen(out->details) : 0;
+	char *d;
+
+	if (len < 2 || out->details[len - 1] != '}' || !(d = malloc(len + 32)))
+		return;
+	memcpy(d, out->details, len - 1);
+	snprintf(d + len - 1, 33, ",\"probe_ms\":%llu}", (unsigned long long)out->probe_ms);
+	free(out->details);
+	out->details = d;
+}
+
 int stall_probe(pid_t pid, pid_t tid, uint64_t still_ms, int max_frames, size_t stack_bytes,
                 struct stall_probe_result *out)
 {
@@ -572,6 +586,7 @@ int stall_probe(pid_t pid, pid_t tid, uint64_t still_ms, int max_frames, size_t 
 		}
 	}
 	free(buf);
+	add_probe_ms(out);
 	return 0;
 }
 

@@ -21,8 +21,9 @@
  *   [frames] or "kernel_stack_error" (it needs CAP_SYS_ADMIN),
  *   "threads": [{"state","syscall","wchan","count"}...] (the process's
  *   threads by the three, most first), "stack_error" when there is no
- *   stack; and the stack (stackdump_copy_blocked, stackdump_thread_copy:
- *   the thread is never stopped).
+ *   stack, "probe_ms" (the child's time, as the daemon waited for it:
+ *   6-10 ms each on stallcases here, fork, reads and unwind); and the
+ *   stack (stackdump_thread_blocked: the thread is never stopped).
  */
 #ifndef CPUMOND_STALL_PROBE_H
 #define CPUMOND_STALL_PROBE_H
