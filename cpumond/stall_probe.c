@@ -337,6 +337,12 @@ static void child(pid_t pid, pid_t tid, uint64_t still_ms, int max_frames, size_
 
 	if (!out || !(d = open_memstream(&details, &dlen)))
 		_exit(1);
+	/* Test only: CPUMOND_TEST_PROBE_HANG makes the child hang as one
+	 * blocked on a held memory-map lock would (tests/integration/
+	 * test_stall.py: the deadline, the event without the probe). */
+	if (getenv("CPUMOND_TEST_PROBE_HANG"))
+		for (;;)
+			pause();
 	if (read_waiting(pid, tid, &w) < 0)
 		w.state = '?';           /* gone: nothing to say */
 	v = w.state == '?' ? STALL_IGNORE : classify(&w);

@@ -121,13 +121,77 @@ def test_stalls(build, tmp):
         stop(proc)
 
 
+def test_probe_deadline(build, tmp):
+    """A probe that hangs (CPUMOND_TEST_PROBE_HANG: the child blocks as on a
+    held memory-map lock) is killed at its deadline: the stall is recorded
+    with the daemon's own reads and probe_error, the cycles go on (the
+    vforker's end is seen), and the killed children are reaped."""
+    name = "probe deadline"
+    if not ptrace_allowed():
+        skip(name, "ptrace is not permitted here")
+        return
+    proc, t = start_stallcases(build)
+    daemon = None
+    try:
+        if t["pid"] is None or len(t["stuck"]) != 4:
+            check(f"{name}: stallcases ready", False, str(t))
+            return
+        db = os.path.join(tmp, "hang.db")
+        conf = os.path.join(tmp, "hang.conf")
+        with open(conf, "w") as f:
+            f.write(f"[cpumond]\ninterval = 200ms\nstall_after = 400ms\ncooldown = 1h\n"
+                    f"database = {db}\n[watch s]\npid = {t['pid']}\n")
+        daemon = Daemon(build, conf, tmp, name="hang",
+                        env=dict(os.environ, CPUMOND_TEST_PROBE_HANG="1"))
+        stuck = t["stuck"]
+
+        def rows():
+            return [(tid, json.loads(d) if d else {}) for tid, d in
+                    query(db, "SELECT tid, details FROM events WHERE kind = 'stall'")]
+
+        def done():
+            r = rows()
+            starts = {tid for tid, d in r if not d.get("ended")}
+            ended = {tid for tid, d in r if d.get("ended")}
+            return r if set(stuck.values()) <= starts and stuck["vforker"] in ended else None
+        got = poll(done, 60, 0.2) or rows()
+        starts = {tid: d for tid, d in got if not d.get("ended")}
+        check(f"{name}: each stuck thread's stall recorded without the probe",
+              set(stuck.values()) <= set(starts) and
+              all("did not finish within" in d.get("probe_error", "") for d in starts.values()),
+              f"{got}; {daemon.log()[-2000:]}")
+        v = starts.get(stuck["vforker"], {})
+        check(f"{name}: the daemon's own reads say D and vfork",
+              v.get("state") == "D" and v.get("syscall", {}).get("name") == "vfork", str(v))
+        check(f"{name}: the cycles went on (the vforker's end recorded)",
+              any(d.get("ended") for tid, d in got if tid == stuck["vforker"]), str(got))
+
+        def zombies():
+            z = []
+            for p in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{p}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == daemon.pid and fields[0] == "Z":
+                    z.append(int(p))
+            return z
+        left = poll(lambda: len(zombies()) <= 1 or None, 5, 0.2)
+        check(f"{name}: the killed probes are reaped", left, str(zombies()))
+    finally:
+        if daemon:
+            daemon.stop()
+        stop(proc)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cpumond-stall-")
     try:
-        run([test_stalls], args.build, tmp)
+        run([test_stalls, test_probe_deadline], args.build, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary()
