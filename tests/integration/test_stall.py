@@ -17,6 +17,7 @@ stop.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testlib import (Daemon, all_threads_run, check, poll, ptrace_allowed, query,  # noqa: E402
-                     read_lines_until, run, skip, stop, summary)
+                     read_lines_until, run, run_stackdump, skip, stop, summary)
 
 
 def start_stallcases(build):
@@ -109,6 +110,18 @@ def test_stalls(build, tmp):
         check(f"{name}: the waiter's user stack goes through waiter to start_thread",
               "pthread_mutex_lock+" in frames and "waiter+" in frames and
               "start_thread+" in frames, frames)
+        # The copy's registers are the thread's own: a ptrace dump of the
+        # same blocked waiter (an S thread may be stopped) has the same
+        # frames, instruction for instruction.
+        def frame_lines(t):
+            return [re.sub(r" at \S+:\d+$", "", line.strip()) for line in t.splitlines()
+                    if re.match(r"\s*#\d+ ", line) and "[inlined]" not in line]
+        r = run_stackdump([os.path.join(build, "stackdump"), str(stuck["waiter"])])
+        copied = [re.sub(r"^#\d+ ", "", f) for f in frame_lines(frames)]
+        dumped = [re.sub(r"^#\d+ ", "", f) for f in frame_lines(r.stdout)]
+        check(f"{name}: the waiter's copied stack is its ptrace dump's",
+              r.returncode == 0 and copied and copied == dumped,
+              f"copied {copied}; dumped {dumped}; {r.stderr}")
         # The vforker goes on: its next vfork returns within the child's 4 s.
         more = read_lines_until(proc.stdout, b"vforked 2", 15)
         check(f"{name}: the vforker went on after its stall",
