@@ -126,7 +126,8 @@ $(B)/bench/%: bench/kit/%.c bench/kit/benchutil.h
 bench: test-deps
 	$(MAKE) $(B)/cpumond $(B)/bench/sampler_bench $(B)/bench/cpuwatch $(B)/bench/gate_bench \
 	  $(B)/bench/churn_bench $(B)/bench/stop_bench $(B)/bench/pausemeter $(B)/bench/unwindbench \
-	  $(B)/bench/pystop_bench $(B)/bench/history_bench $(B)/bench/perf_bench $(B)/tests/hotchain $(B)/tests/churn \
+	  $(B)/bench/pystop_bench $(B)/bench/history_bench $(B)/bench/perf_bench $(B)/bench/stall_bench \
+	  $(B)/tests/hotchain $(B)/tests/churn \
 	  $(B)/tests/twochains
 	B=$(B) bench/run.sh
 

@@ -28,12 +28,16 @@
 # 12. the daemon's own CPU per stack sample, capture = perf against
 #     capture = ptrace, each over a daemon with no episode
 #     (bench/capture_cpu_bench.py)
+# 13. starved events at 1000 idle threads: the sampler gated with them off,
+#     on (the host's pressure as it is), and on where any wait is possible
+# 14. stall detection (bench/stall_bench): a cycle at 1,000 idle threads
+#     with stall_after off and on, in the same rounds, gated and not
 #
 # Knobs: NS, CYCLES, INTERVAL_MS, TOOL_CYCLES, DAEMON_SECONDS, DAEMON_NS,
 # MANY, MANY_SECONDS, CHURN_SECONDS, GATE_THRESHOLD, GATE_INTERVAL_MS, GATE_REPS,
 # LIBPROC2=1 (adds libproc2's row), NAMES_EVENTS, NAMES_RUNS (section 9),
 # PY_REPS (dumps in section 8), HISTORY_ROUNDS (section 10, 400),
-# SECTIONS (default "1 2 3 4 5 6 8 9 10 11 12").
+# SECTIONS (default "1 2 3 4 5 6 8 9 10 11 12 13 14").
 set -eu
 B=${B:-build}
 HERE=$(dirname "$(readlink -f "$0")")
@@ -46,7 +50,7 @@ DAEMON_NS=${DAEMON_NS:-1000 10000}
 MANY=${MANY:-200}
 MANY_SECONDS=${MANY_SECONDS:-30}
 CHURN_SECONDS=${CHURN_SECONDS:-60}
-SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10 11 12}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6 8 9 10 11 12 13 14}
 interval_s=$((INTERVAL_MS / 1000))
 [ "$interval_s" -ge 1 ] || interval_s=1
 
@@ -366,5 +370,38 @@ if has 12; then
 	echo "## 12. The daemon's CPU per stack sample, perf against ptrace"
 	echo
 	python3 "$HERE/capture_cpu_bench.py" --build "$B" || echo "**capture_cpu_bench failed**"
+	echo
+fi
+
+if has 13; then
+	echo "## 13. Starved events"
+	echo
+	echo "On \`hotchain --threads 1000 --hot 0\` (idle), ${CYCLES} rounds ${INTERVAL_MS} ms apart, the"
+	echo "sampler with the gate at 800‰: starved events off (starved = no), on with this host's"
+	echo "CPU pressure as it is during the run, and on where any wait is possible (no PSI, or"
+	echo "pressure that allows one): then no gate, and every thread that did not run has its state"
+	echo "read.  The ungated sampler and the floor for scale.  The host's some avg10 before: $(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/cpu 2>/dev/null || echo none)."
+	echo
+	start_target 1000 0
+	"$B/bench/sampler_bench" --pid "$target" --cycles "$CYCLES" --interval-ms "$INTERVAL_MS" \
+		--methods gated,starved,starved-any,sampler,floor --header
+	stop_target "$target"
+	echo
+fi
+
+if has 14; then
+	echo "## 14. Stall detection"
+	echo
+	echo "\`hotchain --threads 1000 --hot 0\` (idle in pthread_cond_wait); bench/stall_bench: two samplers,"
+	echo "stall_after off and on (two intervals), alternating in the same ${CYCLES} rounds ${INTERVAL_MS} ms"
+	echo "apart, CPU per cycle (CLOCK_PROCESS_CPUTIME_ID).  Gate 800: the process used no CPU, so both"
+	echo "skip its threads; gate 0: every thread read.  The first checks (each thread classified"
+	echo "once, from its stat, syscall and wchan, when it reaches stall_after) are the one-time cost."
+	echo
+	start_target 1000 0
+	"$B/bench/stall_bench" --pid "$target" --cycles "$CYCLES" --interval-ms "$INTERVAL_MS"
+	echo
+	"$B/bench/stall_bench" --pid "$target" --cycles "$CYCLES" --interval-ms "$INTERVAL_MS" --gate 0
+	stop_target "$target"
 	echo
 fi

@@ -9,6 +9,14 @@
  *   sampler    one sampler_cycle() on P, gating off (struct watch_proc gate 0)
  *   gated      one sampler_cycle() of a second sampler, gate = PERMILLE
  *              (default 800): skips P's threads while P as a whole used less
+ *              (starved events off: the daemon with starved = no)
+ *   starved    the same with starved events on, as the daemon does it: the
+ *              host's /proc/pressure/cpu read, and the sampler told how long
+ *              tasks waited since the last round, which may keep the gate
+ *              off and read the state of each thread that did not run
+ *   starved-any  the same where any wait is possible (a kernel without PSI,
+ *              or pressure high enough): never gated, every thread that did
+ *              not run has its /proc/TID/stat read
  *   floor      getdents64 of a kept /proc/P/task, pread of a kept schedstat
  *              per thread, parse: what any reader of per-thread run time
  *              must do at least
@@ -42,12 +50,21 @@
 #include <unistd.h>
 
 #include "cpumond/sampler.h"
+#include "procfs/procfs.h"
 
 static uint64_t cpu_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -148,12 +165,15 @@ static void read_pstat(int pid)
 	}
 }
 
-enum { M_SAMPLER, M_GATED, M_FLOOR, M_ENUM, M_CLOCK, M_PSTAT, M_LIBPROC2, M_COUNT };
+enum { M_SAMPLER, M_GATED, M_STARVED, M_STARVED_ANY, M_FLOOR, M_ENUM, M_CLOCK, M_PSTAT,
+       M_LIBPROC2, M_COUNT };
 static const char *const names[M_COUNT] = {
-	"sampler", "gated", "floor", "enum", "clock", "pstat", "libproc2",
+	"sampler", "gated", "starved", "starved-any", "floor", "enum", "clock", "pstat", "libproc2",
 };
 static const char *const labels[M_COUNT] = {
-	"cpumond sampler", "cpumond sampler, gated", "pread floor", "getdents64 of task/ alone",
+	"cpumond sampler", "cpumond sampler, gated", "cpumond sampler, gated, starved on",
+	"cpumond sampler, gated, starved on, any wait possible", "pread floor",
+	"getdents64 of task/ alone",
 	"process CPU clock (the gate)", "/proc/PID/stat (open+read+close)",
 	"libproc2 PIDS_SELECT_PID_THREADS",
 };
@@ -194,7 +214,12 @@ int main(int argc, char **argv)
 	bool header = false;
 	enum pids_item items[] = { PIDS_ID_PID, PIDS_TICS_ALL };
 	struct pids_info *info = NULL;
-	struct sampler *s = sampler_new(), *sg = sampler_new();
+	struct sampler *s = sampler_new(), *sg = sampler_new(), *ss = sampler_new(),
+	               *sa = sampler_new();
+	struct procfs_pressure psi, last_psi = { 0 };
+	uint64_t psi_ns = 0;
+	bool have_psi = false;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	char path[64];
 	size_t nthreads = 0;
 	clockid_t clk;
@@ -213,7 +238,8 @@ int main(int argc, char **argv)
 	}
 	if (pid <= 0 || cycles < 3 || nm <= 0) {
 		fprintf(stderr, "usage: sampler_bench --pid P [--cycles M>=3] [--interval-ms I] "
-		        "[--methods sampler,gated,floor,enum,clock,pstat,libproc2] [--gate PERMILLE]\n");
+		        "[--methods sampler,gated,starved,starved-any,floor,enum,clock,pstat,libproc2] "
+		        "[--gate PERMILLE]\n");
 		return 2;
 	}
 	/* The floor and the sampler each keep a descriptor per thread: 20,000
@@ -226,7 +252,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(path, sizeof path, "/proc/%d/task", pid);
 	int tasks = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (tasks < 0 || !s || !sg || procps_pids_new(&info, items, 2) < 0 ||
+	if (tasks < 0 || !s || !sg || !ss || !sa || procps_pids_new(&info, items, 2) < 0 ||
 	    clock_getcpuclockid(pid, &clk) != 0) {
 		perror(path);
 		return 1;
@@ -237,7 +263,7 @@ int main(int argc, char **argv)
 	struct watch_proc proc = { .pid = pid, .start_ticks = 1, .gate = 0 };
 	struct watch_proc gproc = { .pid = pid, .start_ticks = 1, .gate = gate };
 	unsigned self = (unsigned)pid;
-	size_t gated_rounds = 0;
+	size_t gated_rounds = 0, starved_gated = 0, starved_any_gated = 0;
 
 	for (int r = -1; r < cycles; r++) {
 		for (int k = 0; k < nm; k++) {
@@ -252,6 +278,25 @@ int main(int argc, char **argv)
 			case M_GATED:
 				sampler_cycle(sg, &gproc, 1, &out, &nout);
 				break;
+			case M_STARVED: {
+				/* What kinds_before_sample does before each cycle. */
+				uint64_t now = mono_ns(), some = UINT64_MAX;
+				bool ok = procfs_read_pressure("/proc/pressure/cpu", &psi) == 0;
+
+				if (ok && have_psi && psi.some_total_us >= last_psi.some_total_us)
+					some = (psi.some_total_us - last_psi.some_total_us) * 1000;
+				sampler_set_cpu_wait(ss, some, psi_ns ? now - psi_ns : 0, (int)ncpu);
+				have_psi = ok;
+				last_psi = psi;
+				psi_ns = now;
+				sampler_cycle(ss, &gproc, 1, &out, &nout);
+				break;
+			}
+			case M_STARVED_ANY:
+				sampler_set_cpu_wait(sa, UINT64_MAX, (uint64_t)interval_ms * 1000000 + 1,
+				                     (int)ncpu);
+				sampler_cycle(sa, &gproc, 1, &out, &nout);
+				break;
 			case M_FLOOR: nthreads = floor_cycle(tasks, true); break;
 			case M_ENUM: floor_cycle(tasks, false); break;
 			case M_CLOCK: clock_gettime(clk, &ts); break;
@@ -261,8 +306,11 @@ int main(int argc, char **argv)
 				break;
 			}
 			dt = cpu_ns() - t0;
-			if (method == M_GATED && r >= 0 && nout && out[0].gated)
-				gated_rounds++;
+			if (r >= 0 && nout && out[0].gated) {
+				gated_rounds += method == M_GATED;
+				starved_gated += method == M_STARVED;
+				starved_any_gated += method == M_STARVED_ANY;
+			}
 			if (r >= 0)
 				t[method][r] = dt;
 		}
@@ -283,7 +331,7 @@ int main(int argc, char **argv)
 		int m = methods[k];
 		double med = (double)pct(t[m], (size_t)cycles, 50);
 		double p90 = (double)pct(t[m], (size_t)cycles, 90);
-		char label[96], r1[32] = "—", r2[32] = "—";
+		char label[128], r1[32] = "—", r2[32] = "—";
 
 		if (have_floor) {
 			for (int r = 0; r < cycles; r++)
@@ -292,9 +340,10 @@ int main(int argc, char **argv)
 			snprintf(r1, sizeof r1, "%.2f×", med / floor_med);
 			snprintf(r2, sizeof r2, "%.2f×", ratio[(cycles - 1) / 2]);
 		}
-		if (m == M_GATED)
+		if (m == M_GATED || m == M_STARVED || m == M_STARVED_ANY)
 			snprintf(label, sizeof label, "%s (gate %d‰; gated in %zu of %d rounds)",
-			         labels[m], gate, gated_rounds, cycles);
+			         labels[m], gate, m == M_GATED ? gated_rounds : m == M_STARVED ?
+			         starved_gated : starved_any_gated, cycles);
 		else
 			snprintf(label, sizeof label, "%s", labels[m]);
 		printf("| %s | %zu | %d | %d | %.1f | %.1f | %.3f | %s | %s |\n", label, nthreads,

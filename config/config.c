@@ -8,6 +8,7 @@
  * error is reported with its own line.
  */
 #include "config/config.h"
+#include "config/config_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -39,6 +40,8 @@
 #define INTERVAL_MAX_MS UINT64_C(3600000)       /* 1h */
 #define COOLDOWN_MAX_MS UINT64_C(2592000000)    /* 30d */
 #define THRESHOLD_MAX 1000                      /* one full core */
+/* A process's threads together: a thousand cores. */
+#define PROCESS_THRESHOLD_MAX 1000000
 #define CONSECUTIVE_MAX 1000
 #define MAX_FRAMES_MAX 1024                     /* STACKDUMP_MAX_FRAMES */
 #define PID_MAX 4194304                         /* the kernel's PID_MAX_LIMIT */
@@ -61,13 +64,16 @@
  * the end of the file gives them the [cpumond] values, which may come after
  * the watch. */
 #define COOLDOWN_UNSET UINT64_MAX
+/* A watch's process_threshold until then (0 is a value: off). */
+#define PROCESS_THRESHOLD_UNSET -1
 
 enum key {
 	KEY_INTERVAL, KEY_THRESHOLD, KEY_CONSECUTIVE, KEY_COOLDOWN, KEY_DATABASE,
 	KEY_MAX_FRAMES, KEY_SAMPLE_INTERVAL, KEY_EPISODE_SAMPLES, KEY_MAX_DUMPS_PER_SECOND,
 	KEY_CAPTURE, KEY_RETENTION, KEY_MAX_DATABASE_SIZE, KEY_JOURNAL, KEY_METRICS_FILE,
-	KEY_EVENT_LOG, KEY_HISTORY_THREADS, KEY_HISTORY_FLOOR, KEY_IGNORE, KEY_PID, KEY_PIDFILE,
-	KEY_COMM, KEY_EXE, KEY_CMDLINE,
+	KEY_EVENT_LOG, KEY_HISTORY_THREADS, KEY_HISTORY_FLOOR, KEY_STARVED,
+	KEY_PROCESS_THRESHOLD, KEY_STALL_AFTER, KEY_IGNORE, KEY_PID, KEY_PIDFILE, KEY_COMM,
+	KEY_EXE, KEY_CMDLINE,
 	KEY_USER, KEY_UNIT, KEY_CGROUP, KEY_ALL, NKEYS
 };
 #define FIRST_SELECTOR KEY_PID
@@ -95,6 +101,9 @@ static const struct {
 	[KEY_EVENT_LOG] = { "event_log", true, false, false },
 	[KEY_HISTORY_THREADS] = { "history_threads", true, false, false },
 	[KEY_HISTORY_FLOOR] = { "history_floor", true, false, false },
+	[KEY_STARVED] = { "starved", true, false, false },
+	[KEY_PROCESS_THRESHOLD] = { "process_threshold", true, true, false },
+	[KEY_STALL_AFTER] = { "stall_after", true, false, false },
 	[KEY_IGNORE] = { "ignore", false, false, true },
 	[KEY_PID] = { "pid", false, true, false },
 	[KEY_PIDFILE] = { "pidfile", false, true, false },
@@ -105,30 +114,6 @@ static const struct {
 	[KEY_UNIT] = { "unit", false, true, false },
 	[KEY_CGROUP] = { "cgroup", false, true, false },
 	[KEY_ALL] = { "all", false, true, false },
-};
-
-/* Largest first: config_print writes the first unit that is exact.  A
- * unit that reads the same as one before it is read, never written. */
-struct unit {
-	const char *suffix;
-	uint64_t size;
-};
-/* Weeks come after days: "14d" is what the documentation shows, not "2w".
- * "m" is minutes, as systemd and report --since read it. */
-static const struct unit units[] = {
-	{ "d", 86400000 }, { "w", 604800000 }, { "h", 3600000 }, { "min", 60000 },
-	{ "m", 60000 }, { "s", 1000 }, { "ms", 1 },
-};
-/* Powers of 1024: KiB, MiB, GiB, TiB and their short forms K, M, G, T (as
- * systemd and GNU coreutils read them); powers of 1000: KB (and kB), MB,
- * GB, TB (as coreutils reads them).  Each IEC name comes before its short
- * form, so that 256 MiB is written "256MiB". */
-static const struct unit size_units[] = {
-	{ "TiB", UINT64_C(1) << 40 }, { "T", UINT64_C(1) << 40 }, { "TB", UINT64_C(1000000000000) },
-	{ "GiB", UINT64_C(1) << 30 }, { "G", UINT64_C(1) << 30 }, { "GB", UINT64_C(1000000000) },
-	{ "MiB", UINT64_C(1) << 20 }, { "M", UINT64_C(1) << 20 }, { "MB", UINT64_C(1000000) },
-	{ "KiB", UINT64_C(1) << 10 }, { "K", UINT64_C(1) << 10 }, { "KB", 1000 }, { "kB", 1000 },
-	{ "B", 1 },
 };
 
 enum section { SECTION_NONE, SECTION_IGNORED, SECTION_GLOBAL, SECTION_REPORT, SECTION_WATCH };
@@ -149,6 +134,7 @@ struct parser {
 	enum section section;
 	int global_line;        /* line of [cpumond], 0 before it */
 	int report_line;        /* line of [report], 0 before it */
+	int stall_after_line;   /* line of stall_after, 0 if absent */
 	int seen[NKEYS];        /* line of each key in this section, 0 if absent */
 	bool bad_selector;      /* a selector of this watch had an error */
 };
@@ -191,76 +177,6 @@ static char *trim(char *s)
 	return s;
 }
 
-/* Digits and a suffix from UNITS (none: DEFAULT_UNIT) to a count of the
- * smallest unit: 0, -EINVAL (not such a number), or -ERANGE (it is, but
- * past UINT64_MAX). */
-static int parse_with_unit(const char *text, const struct unit *u, size_t nunits,
-                           uint64_t default_unit, uint64_t *out)
-{
-	const char *end;
-	uint64_t n = 0, unit = 0;
-	bool overflow = false;
-
-	for (end = text; *end >= '0' && *end <= '9'; end++) {
-		unsigned digit = (unsigned)(*end - '0');
-
-		if (n > (UINT64_MAX - digit) / 10)
-			overflow = true;
-		else
-			n = n * 10 + digit;
-	}
-	if (end == text)
-		return -EINVAL;
-	if (!*end)
-		unit = default_unit;
-	for (size_t i = 0; i < nunits && !unit; i++)
-		if (strcmp(end, u[i].suffix) == 0)
-			unit = u[i].size;
-	if (!unit)
-		return -EINVAL;
-	if (overflow || n > UINT64_MAX / unit)
-		return -ERANGE;
-	*out = n * unit;
-	return 0;
-}
-
-/* N in the largest unit of U that is exact: 60000 ms is "1min", 1500 is
- * "1500ms", 0 is "0ms". */
-static const char *format_with_unit(uint64_t n, const struct unit *u, size_t nunits,
-                                    char *buf, size_t size)
-{
-	const struct unit *best = &u[nunits - 1];
-
-	for (size_t i = 0; n && i < nunits; i++) {
-		if (n % u[i].size == 0) {
-			best = &u[i];
-			break;
-		}
-	}
-	snprintf(buf, size, "%" PRIu64 "%s", n / best->size, best->suffix);
-	return buf;
-}
-
-int config_parse_duration(const char *text, uint64_t *ms)
-{
-	return parse_with_unit(text, units, ARRAY_SIZE(units), 1000, ms);
-}
-
-int config_parse_size(const char *text, uint64_t *bytes)
-{
-	return parse_with_unit(text, size_units, ARRAY_SIZE(size_units), 1, bytes);
-}
-
-static const char *format_duration(uint64_t ms, char *buf, size_t size)
-{
-	return format_with_unit(ms, units, ARRAY_SIZE(units), buf, size);
-}
-
-static const char *format_size(uint64_t bytes, char *buf, size_t size)
-{
-	return format_with_unit(bytes, size_units, ARRAY_SIZE(size_units), buf, size);
-}
-
 static int get_int(struct parser *p, enum key key, const char *value,
                    long long min, long long max, long long *out)
 {
@@ -296,7 +212,7 @@ static int get_duration(struct parser *p, enum key key, const char *value,
 	}
 	if (e < 0 || ms < min || ms > max) {
 		report(p, p->lineno, "%s: %s is out of range %s..%s", keys[key].name, value,
-		       format_duration(min, lo, sizeof lo), format_duration(max, hi, sizeof hi));
+		       config_format_duration(min, lo, sizeof lo), config_format_duration(max, hi, sizeof hi));
 		return -EINVAL;
 	}
 	*out = ms;
@@ -323,7 +239,7 @@ static int get_size(struct parser *p, enum key key, const char *value, uint64_t 
 	}
 	if (bytes && bytes < min) {
 		report(p, p->lineno, "%s: %s is below %s (0: no cap)", keys[key].name, value,
-		       format_size(min, lo, sizeof lo));
+		       config_format_size(min, lo, sizeof lo));
 		return -EINVAL;
 	}
 	*out = bytes;
@@ -356,14 +272,20 @@ static int set_string(struct parser *p, char **dst, const char *value)
 	return 0;
 }
 
-/* threshold, consecutive and cooldown: the defaults in [cpumond], a watch's
- * own values in [watch NAME]. */
+/* threshold, consecutive, cooldown and process_threshold: the defaults in
+ * [cpumond], a watch's own values in [watch NAME]. */
 static int set_limit(struct parser *p, enum key key, const char *value,
-                     int *threshold, int *consecutive, uint64_t *cooldown_ms)
+                     int *threshold, int *consecutive, uint64_t *cooldown_ms,
+                     int *process_threshold)
 {
 	long long n;
 
 	switch (key) {
+	case KEY_PROCESS_THRESHOLD:
+		if (get_int(p, key, value, 0, PROCESS_THRESHOLD_MAX, &n) < 0)
+			return -EINVAL;
+		*process_threshold = (int)n;
+		return 0;
 	case KEY_THRESHOLD:
 		if (get_int(p, key, value, 1, THRESHOLD_MAX, &n) < 0)
 			return -EINVAL;
@@ -431,6 +353,11 @@ static int set_global(struct parser *p, enum key key, const char *value)
 		return get_size(p, key, value, MAX_DATABASE_SIZE_MIN, &c->max_database_size);
 	case KEY_JOURNAL:
 		return get_bool(p, key, value, &c->journal);
+	case KEY_STARVED:
+		return get_bool(p, key, value, &c->starved);
+	case KEY_STALL_AFTER:
+		p->stall_after_line = p->lineno;
+		return get_duration(p, key, value, 0, COOLDOWN_MAX_MS, &c->stall_after_ms);
 	case KEY_METRICS_FILE:
 	case KEY_EVENT_LOG:
 		if (value[0] != '/') {
@@ -439,7 +366,8 @@ static int set_global(struct parser *p, enum key key, const char *value)
 		}
 		return set_string(p, key == KEY_EVENT_LOG ? &c->event_log : &c->metrics_file, value);
 	default:
-		return set_limit(p, key, value, &c->threshold, &c->consecutive, &c->cooldown_ms);
+		return set_limit(p, key, value, &c->threshold, &c->consecutive, &c->cooldown_ms,
+		                 &c->process_threshold);
 	}
 }
 
@@ -587,7 +515,8 @@ static int set_watch(struct parser *p, struct watch_config *w, enum key key, con
 	case KEY_ALL:
 		return get_bool(p, key, value, &w->all);
 	default:
-		return set_limit(p, key, value, &w->threshold, &w->consecutive, &w->cooldown_ms);
+		return set_limit(p, key, value, &w->threshold, &w->consecutive, &w->cooldown_ms,
+		                 &w->process_threshold);
 	}
 }
 
@@ -633,12 +562,13 @@ static int handle_pair(void *user, const char *section, const char *name, const 
 		report(p, p->lineno, "%s: unknown key (expected interval, threshold, consecutive, "
 		       "cooldown, database, max_frames, sample_interval, episode_samples, "
 		       "max_dumps_per_second, capture, retention, max_database_size, journal, "
-		       "metrics_file, event_log, history_threads or history_floor)", name);
+		       "metrics_file, event_log, history_threads, history_floor, starved, "
+		       "process_threshold or stall_after)", name);
 	else if (key == NKEYS && in_report)
 		report(p, p->lineno, "%s: unknown key (expected ignore)", name);
 	else if (key == NKEYS)
 		report(p, p->lineno, "%s: unknown key (expected pid, pidfile, comm, exe, cmdline, user, "
-		       "unit, cgroup, all, threshold, consecutive or cooldown)", name);
+		       "unit, cgroup, all, threshold, consecutive, cooldown or process_threshold)", name);
 	else if (global && !keys[key].global)
 		report(p, p->lineno, "%s: not a [cpumond] key (%s)", name, key_home(key));
 	else if (in_report && !keys[key].report)
@@ -698,6 +628,7 @@ static int add_watch(struct parser *p, const char *name)
 		.name = copy,
 		.line = p->lineno,
 		.cooldown_ms = COOLDOWN_UNSET,
+		.process_threshold = PROCESS_THRESHOLD_UNSET,
 	};
 	return 0;
 }
@@ -823,6 +754,17 @@ static void finish(struct parser *p)
 			w->consecutive = c->consecutive;
 		if (w->cooldown_ms == COOLDOWN_UNSET)
 			w->cooldown_ms = c->cooldown_ms;
+		if (w->process_threshold == PROCESS_THRESHOLD_UNSET)
+			w->process_threshold = c->process_threshold;
+	}
+	/* A thread is seen not to run only between two samples: one interval
+	 * would call every thread between two wake-ups stalled. */
+	if (c->stall_after_ms && c->stall_after_ms < 2 * c->interval_ms) {
+		char a[32], b[32];
+
+		report(p, p->stall_after_line, "stall_after: %s is less than two intervals (2 x %s)",
+		       config_format_duration(c->stall_after_ms, a, sizeof a),
+		       config_format_duration(c->interval_ms, b, sizeof b));
 	}
 	if (!c->database)
 		set_string(p, &c->database, CONFIG_DEFAULT_DATABASE);
@@ -845,6 +787,7 @@ static int parse_stream(FILE *in, const char *name, struct config *cfg, FILE *er
 		.journal = true,
 		.history_threads = DEFAULT_HISTORY_THREADS,
 		.history_floor = DEFAULT_HISTORY_FLOOR,
+		.starved = true,
 	};
 	struct parser p = { .name = name, .in = in, .errors = errors, .cfg = &c };
 	char buf[128];
@@ -927,19 +870,22 @@ void config_print(const struct config *cfg, FILE *out)
 	char d[32];
 
 	fprintf(out, "[cpumond]\n");
-	fprintf(out, "interval = %s\n", format_duration(cfg->interval_ms, d, sizeof d));
+	fprintf(out, "interval = %s\n", config_format_duration(cfg->interval_ms, d, sizeof d));
 	fprintf(out, "threshold = %d\n", cfg->threshold);
 	fprintf(out, "consecutive = %d\n", cfg->consecutive);
-	fprintf(out, "cooldown = %s\n", format_duration(cfg->cooldown_ms, d, sizeof d));
+	fprintf(out, "cooldown = %s\n", config_format_duration(cfg->cooldown_ms, d, sizeof d));
 	put_string(out, "database", cfg->database);
 	fprintf(out, "max_frames = %d\n", cfg->max_frames);
-	fprintf(out, "sample_interval = %s\n", format_duration(cfg->sample_interval_ms, d, sizeof d));
+	fprintf(out, "sample_interval = %s\n", config_format_duration(cfg->sample_interval_ms, d, sizeof d));
 	fprintf(out, "episode_samples = %d\n", cfg->episode_samples);
 	fprintf(out, "max_dumps_per_second = %d\n", cfg->max_dumps_per_second);
 	fprintf(out, "capture = %s\n", config_capture_name(cfg->capture));
-	fprintf(out, "retention = %s\n", format_duration(cfg->retention_ms, d, sizeof d));
-	fprintf(out, "max_database_size = %s\n", format_size(cfg->max_database_size, d, sizeof d));
+	fprintf(out, "retention = %s\n", config_format_duration(cfg->retention_ms, d, sizeof d));
+	fprintf(out, "max_database_size = %s\n", config_format_size(cfg->max_database_size, d, sizeof d));
 	fprintf(out, "journal = %s\n", cfg->journal ? "yes" : "no");
+	fprintf(out, "starved = %s\n", cfg->starved ? "yes" : "no");
+	fprintf(out, "process_threshold = %d\n", cfg->process_threshold);
+	fprintf(out, "stall_after = %s\n", config_format_duration(cfg->stall_after_ms, d, sizeof d));
 	if (cfg->metrics_file)
 		put_string(out, "metrics_file", cfg->metrics_file);
 	if (cfg->event_log)
@@ -974,7 +920,8 @@ void config_print(const struct config *cfg, FILE *out)
 			fprintf(out, "all = yes\n");
 		fprintf(out, "threshold = %d\n", w->threshold);
 		fprintf(out, "consecutive = %d\n", w->consecutive);
-		fprintf(out, "cooldown = %s\n", format_duration(w->cooldown_ms, d, sizeof d));
+		fprintf(out, "cooldown = %s\n", config_format_duration(w->cooldown_ms, d, sizeof d));
+		fprintf(out, "process_threshold = %d\n", w->process_threshold);
 	}
 }
 

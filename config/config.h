@@ -35,6 +35,8 @@ struct watch_config {
 	int threshold;          /* permille of one core, 1..1000 */
 	int consecutive;        /* samples over threshold before an event, >= 1 */
 	uint64_t cooldown_ms;   /* at most one event per thread per cooldown */
+	int process_threshold;  /* permille of one core summed over a process's threads,
+	                           0..1000000; 0: no process events */
 };
 
 /* How an episode's stack samples are taken (capture =). */
@@ -64,6 +66,12 @@ struct config {
 	                               0: no cap */
 	bool journal;           /* events also to the journal, when stderr is the journal;
 	                           default yes */
+	bool starved;           /* starved events (demand over threshold, usage not);
+	                           default yes */
+	int process_threshold;  /* the watches' default; default 0: off */
+	uint64_t stall_after_ms; /* a watched thread that has not run for this long, not
+	                            in an idle wait, makes a stall event (cpumond/stall.h);
+	                            0: off (the default); else at least 2 intervals */
 	char *metrics_file;     /* Prometheus text file rewritten every cycle; NULL: none */
 	char *event_log;        /* JSON lines, one per event; NULL: none */
 	int history_threads;    /* usage history: threads kept per watch a cycle, 0..1000,

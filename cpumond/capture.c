@@ -48,6 +48,7 @@ void capture_event_free(struct capture_event *ev)
 	free(ev->watch);
 	free(ev->exe);
 	free(ev->cgroup);
+	free(ev->details);
 	free(ev);
 }
 
@@ -188,11 +189,21 @@ bool capture_in_episode(const struct capture *c, pid_t tid)
 	return false;
 }
 
+/* Whether TID has an episode of KIND under way. */
+static bool episode_running(const struct capture *c, pid_t tid, enum kind kind)
+{
+	for (size_t i = 0; i < c->nactive; i++)
+		if (c->active[i].ev->ep.tid == tid && c->active[i].ev->kind == kind)
+			return true;
+	return false;
+}
+
 /* The event of a thread that tripped, with its first fields filled; NULL
  * when out of memory (said). */
 static struct capture_event *event_new(const struct capture *c, const struct watch_proc *proc,
                                        const struct sampler_thread *t,
-                                       const struct watch_config *wc)
+                                       const struct watch_config *wc,
+                                       const struct capture_trip *trip)
 {
 	struct capture_event *ev = calloc(1, sizeof *ev);
 	int planned = c->cfg->episode_samples ? c->cfg->episode_samples : 1;
@@ -203,17 +214,18 @@ static struct capture_event *event_new(const struct capture *c, const struct wat
 		return NULL;
 	}
 	ev->watch = strdup(wc->name);
-	if (!ev->watch) {
+	ev->details = trip->details ? strdup(trip->details) : NULL;
+	if (!ev->watch || (trip->details && !ev->details)) {
 		capture_event_free(ev);
 		log_msg(LOG_ERR, "out of memory: no event for thread %d", (int)t->tid);
 		return NULL;
 	}
 	ev->time_us = clock_real_us();
-	ev->kind = "hot";
-	ev->usage = t->usage;
-	ev->threshold = wc->threshold;
+	ev->kind = trip->kind;
+	ev->usage = trip->usage;
+	ev->threshold = trip->threshold;
 	ev->consecutive = wc->consecutive;
-	ev->run_delay = t->run_delay;
+	ev->run_delay = trip->run_delay;
 	snprintf(ev->comm, sizeof ev->comm, "%s", proc->comm);
 	ev->start_ticks = proc->start_ticks;
 	return ev;
@@ -315,18 +327,56 @@ static bool run_add(struct capture *c, const struct run *run)
 	return true;
 }
 
+/* The thread's name and where its process runs, after its sample. */
+static void read_where(struct capture_event *ev, const struct sampler_thread *t)
+{
+	char exe[PATH_MAX], cgroup[PATH_MAX];
+	struct procfs_status status;
+
+	/* Each is "" (0) when the thread or its process is gone by now. */
+	procfs_read_comm(t->pid, t->tid, ev->thread, sizeof ev->thread);
+	procfs_read_link(t->pid, "exe", exe, sizeof exe);
+	ev->exe = strdup(exe);
+	procfs_read_cgroup(t->pid, cgroup, sizeof cgroup);
+	ev->cgroup = strdup(cgroup);
+	watch_read_unit(t->pid, ev->unit, sizeof ev->unit);
+	/* The innermost namespace's pid is the one the process knows itself
+	 * by (and its logs say). */
+	if (procfs_read_status(t->pid, 0, &status) == 0 && status.nnspid > 0)
+		ev->nspid = status.nspid[status.nnspid - 1];
+}
+
+void capture_copied(struct capture *c, const struct watch_proc *proc,
+                    const struct sampler_thread *t, const struct watch_config *wc,
+                    const struct capture_trip *trip, struct stackdump_stack *stack,
+                    const char *error)
+{
+	struct capture_event *ev = event_new(c, proc, t, wc, trip);
+
+	if (!ev) {
+		stackdump_stack_free(stack);
+		return;
+	}
+	ev->ep.planned = 1;
+	if (stack->nframes)
+		ev->capture = "copy";
+	snprintf(ev->error, sizeof ev->error, "%s", error ? error : "");
+	if (episode_add(&ev->ep, stack) < 0)
+		stackdump_stack_free(stack);
+	read_where(ev, t);
+	c->done(ev, c->done_arg);
+}
+
 void capture_start(struct capture *c, const struct watch_proc *proc,
                    const struct sampler_thread *t, const struct watch_config *wc,
-                   uint64_t now_ms)
+                   const struct capture_trip *trip, uint64_t now_ms)
 {
 	struct capture_event *ev;
 	struct run run = { 0 };
-	char exe[PATH_MAX], cgroup[PATH_MAX];
-	struct procfs_status status;
 	bool go_on, room;
 	int how;
 
-	if (capture_in_episode(c, t->tid) || !(ev = event_new(c, proc, t, wc)))
+	if (episode_running(c, t->tid, trip->kind) || !(ev = event_new(c, proc, t, wc, trip)))
 		return;
 	/* More episodes than dumps per second could not get one sample each. */
 	room = c->nactive < (size_t)c->cfg->max_dumps_per_second;
@@ -339,17 +389,7 @@ void capture_start(struct capture *c, const struct watch_proc *proc,
 		go_on = how > 0;
 	if (how > 0)
 		mark_sampled(&ev->ep, now_ms);
-	/* Each is "" (0) when the thread or its process is gone by now. */
-	procfs_read_comm(t->pid, t->tid, ev->thread, sizeof ev->thread);
-	procfs_read_link(t->pid, "exe", exe, sizeof exe);
-	ev->exe = strdup(exe);
-	procfs_read_cgroup(t->pid, cgroup, sizeof cgroup);
-	ev->cgroup = strdup(cgroup);
-	watch_read_unit(t->pid, ev->unit, sizeof ev->unit);
-	/* The innermost namespace's pid is the one the process knows itself
-	 * by (and its logs say). */
-	if (procfs_read_status(t->pid, 0, &status) == 0 && status.nnspid > 0)
-		ev->nspid = status.nspid[status.nnspid - 1];
+	read_where(ev, t);
 	if (go_on && room) {
 		ev->ep.next_ms = now_ms + c->cfg->sample_interval_ms;
 		run.ev = ev;

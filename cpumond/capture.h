@@ -25,19 +25,21 @@
 
 #include "config/config.h"
 #include "cpumond/episode.h"
+#include "cpumond/kind.h"
 #include "cpumond/metrics.h"
 #include "cpumond/sampler.h"
 #include "cpumond/watch.h"
 
-/* One overload event: the episode of a thread and what was known of it
- * when it tripped, and where its process runs (read after the first
+/* One event: the episode of a thread and what was known of it when it
+ * tripped, and where its process runs (read after the first
  * sample, which comes first).  The strings are copies: a reload may free
  * the configuration while the episode runs or the event waits to be
  * stored. */
 struct capture_event {
 	struct episode ep;
 	int64_t time_us;         /* CLOCK_REALTIME when it tripped */
-	const char *kind;        /* what tripped (store_event's kind): "hot" */
+	enum kind kind;          /* what tripped */
+	char *details;           /* its kind's facts as a JSON object text; NULL: none */
 	const char *capture;     /* how its samples were taken (store_event's
 	                            capture): "ptrace" or "perf", one per episode;
 	                            NULL before the first */
@@ -76,13 +78,35 @@ void capture_free(struct capture *c);
  * to the next episodes). */
 void capture_configure(struct capture *c, const struct config *cfg);
 
+/* What tripped, as the event records it.  Every kind's thread is sampled
+ * as a hot thread is: a starved thread does run, only less, and a process
+ * event samples each of its top threads. */
+struct capture_trip {
+	enum kind kind;
+	int usage;               /* the thread's, permille of one core */
+	int threshold;           /* permille: the one its kind compared with */
+	int run_delay;           /* permille of the interval waiting for a CPU */
+	const char *details;     /* the kind's facts, a JSON object text (json.h
+	                            builds it); copied; NULL: none */
+};
+
 /* Thread T of PROC, in watch WC, tripped the trigger at NOW_MS
- * (monotonic): takes its first sample now and, unless that ends the
- * episode, samples it on its timer.  A thread that has an episode under
- * way is left to it. */
+ * (monotonic) as TRIP says: takes its first sample now and, unless that
+ * ends the episode, samples it on its timer.  A thread that has an episode
+ * of the same kind under way is left to it; one of another kind (a starved
+ * thread that is one of its process's top three) is an episode of its
+ * own, on the same dump budget. */
 void capture_start(struct capture *c, const struct watch_proc *proc,
                    const struct sampler_thread *t, const struct watch_config *wc,
-                   uint64_t now_ms);
+                   const struct capture_trip *trip, uint64_t now_ms);
+
+/* An event of one sample that was taken without a stop (a stalled
+ * thread's, stall_probe.h): STACK (taken over; without frames ERROR says
+ * why), capture "copy".  Handed over at once. */
+void capture_copied(struct capture *c, const struct watch_proc *proc,
+                    const struct sampler_thread *t, const struct watch_config *wc,
+                    const struct capture_trip *trip, struct stackdump_stack *stack,
+                    const char *error);
 
 /* Takes the samples due at NOW_MS; hands over the episodes that end. */
 void capture_sample(struct capture *c, uint64_t now_ms);

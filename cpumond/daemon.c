@@ -21,6 +21,8 @@
 #include "cpumond/clock.h"
 #include "cpumond/doctor.h"
 #include "cpumond/exit_status.h"
+#include "cpumond/kinds.h"
+#include "cpumond/stall_probe.h"
 #include "cpumond/log.h"
 #include "cpumond/metrics.h"
 #include "cpumond/record.h"
@@ -46,6 +48,8 @@ struct daemon {
 	struct sampler *sampler;
 	struct trigger *trigger;
 	struct capture *capture;
+	struct kinds *kinds;     /* starved and process events */
+	struct stall *stall;     /* stall events (stall_after) */
 	struct record *record;
 	struct metrics *metrics; /* counted by the loop, capture and record */
 	uint64_t cycles;
@@ -95,6 +99,8 @@ static void run_cycle(struct daemon *d)
 		return;
 	}
 	say_empty_watches(d, procs, nprocs);
+	kinds_before_sample(d->kinds, d->cfg, d->sampler);
+	sampler_set_exact_still(d->sampler, d->cfg->stall_after_ms > 0);
 	if (sampler_cycle(d->sampler, procs, nprocs, &threads, &nthreads) < 0)
 		log_msg(LOG_ERR, "out of memory while sampling; this cycle is incomplete");
 	now = clock_mono_ms();
@@ -107,10 +113,16 @@ static void run_cycle(struct daemon *d)
 		struct trigger_rule rule = { wc->threshold, wc->consecutive, wc->cooldown_ms };
 
 		metrics_thread(d->metrics, procs[t->proc].watch, t->usage);
-		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now))
-			capture_start(d->capture, &procs[t->proc], t, wc, now);
+		if (t->usage >= 0 && trigger_observe(d->trigger, t->key, t->usage, &rule, now)) {
+			struct capture_trip trip = { KIND_HOT, t->usage, wc->threshold, t->run_delay,
+			                             NULL };
+
+			capture_start(d->capture, &procs[t->proc], t, wc, &trip, now);
+		}
 	}
 	trigger_sweep(d->trigger);
+	kinds_cycle(d->kinds, d->cfg, procs, threads, nthreads, d->capture, now);
+	stall_cycle(d->stall, d->cfg, procs, threads, nthreads, d->capture, now);
 	capture_poll(d->capture);    /* detach threads that stopped late */
 	record_history(d->record, procs, threads, nthreads, d->capture);
 	record_flush(d->record);
@@ -460,11 +472,13 @@ static int daemon_start(struct daemon *d)
 	d->record = record_new(st, d->cfg, d->metrics);
 	d->sampler = sampler_new();
 	d->trigger = trigger_new();
+	d->kinds = kinds_new();
+	d->stall = stall_new();
 	d->capture = capture_new(d->cfg, d->metrics, on_captured, d);
 	d->seen = calloc(d->cfg->nwatches, sizeof *d->seen);
 	rc = watch_new(d->cfg, &d->watch);
-	if (!d->sampler || !d->trigger || !d->capture || !d->metrics || !d->record || !d->seen ||
-	    rc < 0) {
+	if (!d->sampler || !d->trigger || !d->kinds || !d->stall || !d->capture || !d->metrics || !d->record ||
+	    !d->seen || rc < 0) {
 		log_msg(LOG_ERR, "cannot start: out of memory or /proc unreadable");
 		return EXIT_PROC;
 	}
@@ -577,6 +591,8 @@ static void daemon_free(struct daemon *d)
 	watch_free(d->watch);
 	sampler_free(d->sampler);
 	trigger_free(d->trigger);
+	kinds_free(d->kinds);
+	stall_free(d->stall);
 	metrics_free(d->metrics);
 	free(d->db_path);
 	free(d->seen);

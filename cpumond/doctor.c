@@ -871,6 +871,10 @@ static int run_checks(const struct config *cfg, struct watch *w, struct reporter
 	int e;
 
 	check_self(rp, &self);
+	doctor_check_stall_read(self.cap_eff, self.euid, cfg->stall_after_ms, &r);
+	emit(rp, &r);
+	doctor_check_stall_kernel_stack(self.cap_eff, cfg->stall_after_ms, &r);
+	emit(rp, &r);
 	e = watch_resolve(w, &procs, &n);
 	if (e < 0)
 		return e;

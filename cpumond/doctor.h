@@ -140,4 +140,14 @@ int doctor_run(const struct config *cfg, FILE *out);
  * failed check through log_msg and returns how many failed.  Never fatal. */
 int doctor_preflight(const struct config *cfg, struct watch *w);
 
+/* What stall detection (STALL_AFTER_MS, 0: off) can read with the
+ * capabilities CAP_EFF of a process running as EUID: other users'
+ * /proc/TID/syscall and /proc/PID/fd need CAP_DAC_READ_SEARCH (a
+ * warning without it, saying what stalls lose); their kernel stacks need
+ * CAP_SYS_ADMIN (said, never asked for).  doctor_stall.c. */
+void doctor_check_stall_read(uint64_t cap_eff, long euid, uint64_t stall_after_ms,
+                             struct doctor_result *r);
+void doctor_check_stall_kernel_stack(uint64_t cap_eff, uint64_t stall_after_ms,
+                                     struct doctor_result *r);
+
 #endif

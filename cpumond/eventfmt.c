@@ -20,6 +20,32 @@ const char *eventfmt_kind(const struct store_event *ev)
 	return ev->kind && ev->kind[0] ? ev->kind : "hot";
 }
 
+void eventfmt_what(const struct store_event *ev, char *buf, size_t len)
+{
+	const char *kind = eventfmt_kind(ev), *details = ev->details ? ev->details : "";
+	long long demand, total, threads, ms;
+
+	if (strcmp(kind, "hot") == 0) {
+		snprintf(buf, len, "at %d‰ > %d‰", ev->usage, ev->threshold);
+	} else if (strcmp(kind, "starved") == 0) {
+		if (json_object_int(details, "demand", &demand) < 0)
+			demand = ev->usage + (ev->run_delay > 0 ? ev->run_delay : 0);
+		snprintf(buf, len, "starved: wants %lld‰, got %d‰ (threshold %d‰)", demand, ev->usage,
+		         ev->threshold);
+	} else if (strcmp(kind, "process") == 0 &&
+	           json_object_int(details, "process_usage", &total) == 0 &&
+	           json_object_int(details, "threads", &threads) == 0) {
+		snprintf(buf, len, "process: %lld‰ > %d‰ in %lld %s, this one %d‰", total,
+		         ev->threshold, threads, threads == 1 ? "thread" : "threads", ev->usage);
+	} else if (strcmp(kind, "stall") == 0 && json_object_int(details, "duration_ms", &ms) == 0) {
+		snprintf(buf, len, "stall ended: ran again after %lld ms", ms);
+	} else if (strcmp(kind, "stall") == 0 && json_object_int(details, "still_ms", &ms) == 0) {
+		snprintf(buf, len, "stall: not run for %lld ms", ms);
+	} else {
+		snprintf(buf, len, "%s: %d‰, threshold %d‰", kind, ev->usage, ev->threshold);
+	}
+}
+
 const char *eventfmt_error(const struct store_event *ev)
 {
 	return ev->error && ev->error[0] ? ev->error : ev->stack.error;
@@ -165,7 +191,7 @@ int eventfmt_journal(const struct store_event *ev, const char *summary,
 	const struct stackdump_stack *sk = &ev->stack;
 	/* Cut as the summary cuts each function, so that MESSAGE's first
 	 * function and CPUMOND_TOP_FRAME are the same text. */
-	char top[256] = "", hash[20] = "", nspid[16] = "";
+	char top[256] = "", hash[20] = "", nspid[16] = "", what[160];
 	bool ok;
 
 	if (sk->nframes) {
@@ -174,8 +200,9 @@ int eventfmt_journal(const struct store_event *ev, const char *summary,
 	}
 	if (ev->nspid > 0)
 		snprintf(nspid, sizeof nspid, "%d", (int)ev->nspid);
-	ok = field(&fields[0], "MESSAGE=%s[%d] thread %s/%d at %d‰ > %d‰: %s", or_empty(ev->comm),
-	           (int)ev->pid, or_empty(ev->thread), (int)ev->tid, ev->usage, ev->threshold,
+	eventfmt_what(ev, what, sizeof what);
+	ok = field(&fields[0], "MESSAGE=%s[%d] thread %s/%d %s: %s", or_empty(ev->comm),
+	           (int)ev->pid, or_empty(ev->thread), (int)ev->tid, what,
 	           sk->nframes && summary ? summary : "no stack");
 	ok &= field(&fields[1], "PRIORITY=4");
 	ok &= field(&fields[2], "CPUMOND_WATCH=%s", or_empty(ev->watch));

@@ -37,6 +37,16 @@ void eventfmt_json(const struct store_event *ev, FILE *out);
 /* The event's kind: "hot" for an event that has none recorded. */
 const char *eventfmt_kind(const struct store_event *ev);
 
+/* What made EV an event, as the daemon's event line, the journal's
+ * MESSAGE and tail say it, into BUF (LEN bytes, cut to fit):
+ *   hot      "at 987‰ > 800‰"
+ *   starved  "starved: wants 1000‰, got 480‰ (threshold 800‰)", wants being
+ *            its details' demand, or else usage + run_delay
+ *   process  "process: 1870‰ > 300‰ in 4 threads, this one 480‰", from its
+ *            details' process_usage and threads (the usage alone without)
+ *   other    "KIND: 480‰, threshold 800‰" (a kind of a later cpumond) */
+void eventfmt_what(const struct store_event *ev, char *buf, size_t len);
+
 /* The event's reason for a missing or partial stack, "" when none: its
  * error, or else its stack's (an event straight from stackdump has only
  * that one). */
@@ -54,7 +64,8 @@ void eventfmt_stack_summary(const struct stackdump_stack *sk, char *buf, size_t 
 #define EVENTFMT_JOURNAL_FIELDS 15
 
 /* The journal entry of EV, each field a string "KEY=value" in FIELDS:
- * MESSAGE ("nginx[4242] thread worker-3/4250 at 987‰ > 800‰: " and SUMMARY,
+ * MESSAGE ("nginx[4242] thread worker-3/4250 at 987‰ > 800‰: ", the middle
+ * part eventfmt_what's, and SUMMARY,
  * the key stack as eventfmt_stack_summary wrote it, or "no stack" when EV
  * has no frames), PRIORITY=4, and the CPUMOND_* fields; CPUMOND_TOP_FRAME
  * is the innermost function (stackdump_function_name), so that it has one

@@ -1,5 +1,9 @@
 #include "cpumond/json.h"
 
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 void json_put_string(const char *s, FILE *out)
@@ -63,4 +67,59 @@ void json_put_frame_source(const struct stackdump_frame *f, FILE *out)
 	else
 		fputs(",\"line\":null", out);
 	fprintf(out, ",\"inlined\":%s", f->inlined ? "true" : "false");
+}
+
+/* Past the JSON string that starts at P (its opening quote), or NULL when
+ * it does not end. */
+static const char *skip_string(const char *p)
+{
+	for (p++; *p && *p != '"'; p++)
+		if (*p == '\\' && !*++p)
+			return NULL;
+	return *p ? p + 1 : NULL;
+}
+
+int json_object_int(const char *obj, const char *key, long long *value)
+{
+	size_t keylen = strlen(key);
+	const char *p = obj;
+	int depth = 0;
+	bool want_key = false;
+
+	while (*p) {
+		if (*p == '"') {
+			const char *end = skip_string(p);
+
+			if (!end)
+				return -ENOENT;
+			if (depth == 1 && want_key) {
+				const char *q = end;
+
+				want_key = false;
+				while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+					q++;
+				if (*q == ':' && (size_t)(end - p) == keylen + 2 &&
+				    memcmp(p + 1, key, keylen) == 0) {
+					char *num_end;
+
+					errno = 0;
+					*value = strtoll(q + 1, &num_end, 10);
+					if (num_end == q + 1 || errno ||
+					    (*num_end != ',' && *num_end != '}' && *num_end != ' ' &&
+					     *num_end != '\n'))
+						return -ENOENT;
+					return 0;
+				}
+			}
+			p = end;
+			continue;
+		}
+		switch (*p++) {
+		case '{': want_key = ++depth == 1; break;
+		case '[': depth++; break;
+		case '}': case ']': depth--; break;
+		case ',': want_key = depth == 1; break;
+		}
+	}
+	return -ENOENT;
 }

@@ -27,4 +27,12 @@ void json_put_time(int64_t t_us, FILE *out);
  * (names looked up at read time give them; the daemon never does). */
 void json_put_frame_source(const struct stackdump_frame *f, FILE *out);
 
+/* The integer at top-level key KEY of OBJ, the text of a JSON object (an
+ * event's details, valid JSON as the store hands it over; anything else
+ * finds nothing, never reads past its NUL).  Keys inside nested values
+ * are not matched; KEY is compared byte for byte, unescaped.  Returns 0
+ * and sets *VALUE, or -ENOENT when there is no such key or its value is
+ * not an integer. */
+int json_object_int(const char *obj, const char *key, long long *value);
+
 #endif

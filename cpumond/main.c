@@ -16,6 +16,7 @@
 #include "cpumond/daemon.h"
 #include "cpumond/doctor.h"
 #include "cpumond/exit_status.h"
+#include "cpumond/kind.h"
 #include "cpumond/log.h"
 #include "cpumond/report.h"
 #include "cpumond/tail.h"
@@ -30,7 +31,7 @@ static void usage(FILE *out)
 	        "       cpumond top [-c FILE | -d DB] [-n N] [--watch NAME] [--once]\n"
 	        "       cpumond report [-c FILE] [-d DB]... [--since T] [--until T] [--watch NAME]\n"
 	        "                      [--process COMM] [--pid PID] [--thread NAME] [--host HOST]\n"
-	        "                      [--unit GLOB] [--cgroup REGEX] [--top N]\n"
+	        "                      [--kind KIND] [--unit GLOB] [--cgroup REGEX] [--top N]\n"
 	        "                      [--by exact|signature|top-frame|entry] [--ignore REGEX]\n"
 	        "                      [--json | --folded | --svg FILE | --pprof FILE] [NAMES]\n"
 	        "       cpumond report --usage [-c FILE] [-d DB]... [--since T] [--until T]\n"
@@ -57,6 +58,7 @@ static void usage(FILE *out)
 	        "      --until T       report: up to T (excluded); default: now\n"
 	        "      --watch NAME, --process COMM, --pid PID, --thread NAME, --host HOST\n"
 	        "                      report: only these events\n"
+	        "      --kind KIND     report: only events of this kind (cpumond(8), EVENT KINDS)\n"
 	        "      --unit GLOB     report: only events of processes in a matching systemd unit\n"
 	        "      --cgroup REGEX  report: only events of processes in a matching cgroup (v2 path)\n"
 	        "  -d DB (repeated)    report: several databases (from many hosts) as one\n"
@@ -356,6 +358,7 @@ static int cmd_report(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'P' },
 		{ "thread", required_argument, NULL, 't' },
 		{ "host", required_argument, NULL, 'H' },
+		{ "kind", required_argument, NULL, 'k' },
 		{ "unit", required_argument, NULL, 'u' },
 		{ "cgroup", required_argument, NULL, 'C' },
 		{ "by", required_argument, NULL, 'b' },
@@ -412,6 +415,14 @@ static int cmd_report(int argc, char **argv)
 		case 'p': opt.comm = optarg; break;
 		case 't': opt.thread = optarg; break;
 		case 'H': opt.host = optarg; break;
+		case 'k':
+			if (kind_from_name(optarg) < 0) {
+				fprintf(stderr, "cpumond: report: --kind: '%s' is not %s\n", optarg,
+				        kind_names_text());
+				return EXIT_USAGE;
+			}
+			opt.kind = optarg;
+			break;
 		case 'u': opt.unit = optarg; break;
 		case 'C': opt.cgroup = optarg; break;
 		case 'P':

@@ -36,7 +36,7 @@ struct histogram {
 
 struct watch_metrics {
 	char *name;
-	uint64_t events, dumps[METRICS_NCAPTURES], failures[METRICS_NFAILURES];
+	uint64_t events[KIND_COUNT], dumps[METRICS_NCAPTURES], failures[METRICS_NFAILURES];
 	struct histogram stop;
 	size_t processes, threads;   /* this cycle */
 	int usage_max;
@@ -157,12 +157,12 @@ static struct watch_metrics *by_name(struct metrics *m, const char *watch)
 	return NULL;
 }
 
-void metrics_event(struct metrics *m, const char *watch)
+void metrics_event(struct metrics *m, const char *watch, enum kind kind)
 {
 	struct watch_metrics *w = by_name(m, watch);
 
-	if (w)
-		w->events++;
+	if (w && (unsigned)kind < KIND_COUNT)
+		w->events[kind]++;
 }
 
 void metrics_dump(struct metrics *m, const char *watch, enum metrics_capture capture,
@@ -265,10 +265,13 @@ void metrics_format(const struct metrics *m, FILE *out)
 	char label[32];
 
 	head(out, events, "counter",
-	     "Overload events: threads over their threshold for consecutive samples.");
+	     "Events (consecutive samples over a threshold), by kind.");
 	for (size_t i = 0; i < m->n; i++) {
-		sample(out, events, m->w[i].name, NULL);
-		fprintf(out, "%llu\n", (unsigned long long)m->w[i].events);
+		for (int k = 0; k < KIND_COUNT; k++) {
+			snprintf(label, sizeof label, "kind=\"%s\"", kind_name((enum kind)k));
+			sample(out, events, m->w[i].name, label);
+			fprintf(out, "%llu\n", (unsigned long long)m->w[i].events[k]);
+		}
 	}
 	head(out, dumps, "counter",
 	     "Stack samples taken, by capture: ptrace (one thread stopped each), perf (no stop).");

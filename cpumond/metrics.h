@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "config/config.h"
+#include "cpumond/kind.h"
 
 /* Why a stack dump failed, as the reason label says it. */
 enum metrics_failure {
@@ -51,8 +52,9 @@ void metrics_process(struct metrics *m, size_t w);
 void metrics_cycle_cost(struct metrics *m, uint64_t cpu_ns);
 
 /* Events and dumps are counted by watch name: an episode may end after a
- * reload has renumbered the watches.  An unknown name is not counted. */
-void metrics_event(struct metrics *m, const char *watch);
+ * reload has renumbered the watches.  An unknown name is not counted.
+ * Events also by KIND (the `kind` label). */
+void metrics_event(struct metrics *m, const char *watch, enum kind kind);
 /* A sample taken by CAPTURE; STOP_NS, how long the thread was stopped, is
  * observed for ptrace samples only. */
 void metrics_dump(struct metrics *m, const char *watch, enum metrics_capture capture,

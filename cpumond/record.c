@@ -137,7 +137,8 @@ static void event_of(const struct record *r, const struct capture_event *ce,
 	int key = episode_key(ep);
 
 	*ev = (struct store_event){
-		.time_us = ce->time_us, .kind = ce->kind, .capture = ce->capture, .host = r->host, .watch = ce->watch, .pid = ep->pid,
+		.time_us = ce->time_us, .kind = kind_name(ce->kind), .capture = ce->capture,
+		.details = ce->details, .host = r->host, .watch = ce->watch, .pid = ep->pid,
 		.nspid = ce->nspid, .comm = ce->comm, .exe = ce->exe, .cgroup = ce->cgroup,
 		.unit = ce->unit, .tid = ep->tid, .thread = ce->thread,
 		.usage = ce->usage, .threshold = ce->threshold, .consecutive = ce->consecutive,
@@ -267,12 +268,13 @@ static void log_event(const struct capture_event *ce, const struct store_event *
 {
 	const struct episode *ep = &ce->ep;
 	int key = episode_key(ep);
-	char samples[64];
+	char samples[64], what[160];
 
+	eventfmt_what(ev, what, sizeof what);
 	if (key < 0) {
-		log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: no stack: %s",
-		        ce->watch, ce->comm, (int)ep->pid, (int)ep->tid, ce->usage,
-		        ce->threshold, ce->error[0] ? ce->error : ep->end);
+		log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d %s: no stack: %s",
+		        ce->watch, ce->comm, (int)ep->pid, (int)ep->tid, what,
+		        ce->error[0] ? ce->error : ep->end);
 		return;
 	}
 	if (ep->taken == 1)
@@ -281,10 +283,9 @@ static void log_event(const struct capture_event *ce, const struct store_event *
 		snprintf(samples, sizeof samples, " in %u of %d samples, %zu distinct %s",
 		         ep->stacks[key].count, ep->taken, ep->nstacks,
 		         log_plural(ep->nstacks, "stack", "stacks"));
-	log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d at %d‰ > %d‰: %s (key stack %016"
+	log_msg(LOG_NOTICE, "[watch %s] %s[%d] thread %d %s: %s (key stack %016"
 	        PRIx64 "%s), stopped %" PRIu64 " µs median, %" PRIu64 " µs max%s%s",
-	        ce->watch, ce->comm, (int)ep->pid, (int)ep->tid, ce->usage,
-	        ce->threshold, frames, ev->stack.hash, samples, ev->stack.stop_ns / 1000,
+	        ce->watch, ce->comm, (int)ep->pid, (int)ep->tid, what, frames, ev->stack.hash, samples, ev->stack.stop_ns / 1000,
 	        ev->stop_max_ns / 1000, ep->end[0] ? "; " : "", ep->end);
 }
 
@@ -296,7 +297,7 @@ void record_event(struct record *r, struct capture_event *ce)
 	char frames[512];
 
 	r->events++;
-	metrics_event(r->metrics, ce->watch);
+	metrics_event(r->metrics, ce->watch, ce->kind);
 	if (counts) {
 		event_of(r, ce, &ev, counts);
 		eventfmt_stack_summary(&ev.stack, frames, sizeof frames);

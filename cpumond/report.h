@@ -72,6 +72,7 @@ struct report_options {
 	const char *comm;
 	const char *thread;
 	const char *host;        /* the events' host, as stored */
+	const char *kind;        /* the events' kind (kind.h names); NULL: any */
 	pid_t pid;
 	const char *unit;        /* fnmatch(3) glob of the events' unit; NULL: any */
 	const char *cgroup;      /* regex of the events' cgroup, as written; NULL: any */

@@ -157,7 +157,7 @@ static int each_database(const struct report_options *opt,
 {
 	const struct store_filter filter = {
 		.since_us = opt->since_us, .until_us = opt->until_us, .watch = opt->watch,
-		.comm = opt->comm, .thread = opt->thread, .pid = opt->pid,
+		.comm = opt->comm, .thread = opt->thread, .kind = opt->kind, .pid = opt->pid,
 	};
 	const char *const *dbs = opt->ndatabases ? opt->databases : &opt->database;
 	size_t ndbs = opt->ndatabases ? opt->ndatabases : 1;

@@ -90,6 +90,7 @@ static void put_origin(const struct store_event *ev, FILE *out)
 void tail_format_human(const struct store_event *ev, FILE *out)
 {
 	const char *error = eventfmt_error(ev);
+	char what[160];
 
 	put_time_human(ev->time_us, out);
 	fputs("  ", out);
@@ -101,9 +102,15 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 	else
 		fprintf(out, "[%d] thread \"", (int)ev->pid);
 	stackdump_put_escaped(or_empty(ev->thread), out);
-	fprintf(out, "\"/%d  usage %d‰ %s %d‰ (%d sample%s over)", (int)ev->tid, ev->usage,
-	        ev->usage > ev->threshold ? ">" : "≤", ev->threshold, ev->consecutive,
-	        ev->consecutive == 1 ? "" : "s");
+	fprintf(out, "\"/%d  ", (int)ev->tid);
+	if (strcmp(eventfmt_kind(ev), "hot") == 0) {
+		fprintf(out, "usage %d‰ %s %d‰", ev->usage, ev->usage > ev->threshold ? ">" : "≤",
+		        ev->threshold);
+	} else {
+		eventfmt_what(ev, what, sizeof what);
+		fputs(what, out);
+	}
+	fprintf(out, " (%d sample%s over)", ev->consecutive, ev->consecutive == 1 ? "" : "s");
 	if (ev->samples > 1 && ev->stack.nframes > 0)
 		fprintf(out, "  key stack in %u of %u samples", key_count(ev), ev->samples);
 	if (ev->stack.stop_ns > 0) {
@@ -116,6 +123,13 @@ void tail_format_human(const struct store_event *ev, FILE *out)
 	stackdump_put_escaped(or_empty(ev->watch), out);
 	fputs("]\n", out);
 	put_origin(ev, out);
+	/* The facts of a kind other than hot, as stored (tail --json has them
+	 * as an object). */
+	if (ev->details && ev->details[0]) {
+		fputs("  details ", out);
+		stackdump_put_escaped(ev->details, out);
+		fputc('\n', out);
+	}
 
 	if (error[0]) {
 		fputs(ev->stack.nframes > 0 ? "  partial stack: " : "  no stack: ", out);

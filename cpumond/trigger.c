@@ -3,6 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+int trigger_starved_level(int usage, int demand, int threshold)
+{
+	return usage < 0 || demand < 0 || usage > threshold ? 0 : demand;
+}
+
 bool trigger_step(struct trigger_state *s, int usage, const struct trigger_rule *rule,
                   uint64_t now_ms)
 {

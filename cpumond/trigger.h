@@ -1,4 +1,6 @@
-/* trigger: decides when a hot thread makes an overload event.
+/* trigger: decides when a hot thread makes an overload event (and, with
+ * the same rule over another level, a starved thread or a busy process:
+ * one struct trigger per kind, keyed by thread or process).
  *
  * N over T: a thread whose usage is over its threshold for `consecutive`
  * samples in a row makes an event; afterwards the same thread makes no other
@@ -18,6 +20,13 @@ struct trigger_rule {
 	int consecutive;        /* >= 1 */
 	uint64_t cooldown_ms;
 };
+
+/* What a starved rule compares with the threshold: DEMAND (permille, usage
+ * plus run-queue wait) of a thread whose USAGE is not over THRESHOLD, and
+ * 0 for one whose usage is (it is hot, not starved) or that has no usage
+ * or demand yet (-1).  Fed to trigger_step as its usage, it gives starved
+ * events the same N-over-T rule and cooldown as hot ones. */
+int trigger_starved_level(int usage, int demand, int threshold);
 
 /* What is remembered of one thread between samples. */
 struct trigger_state {

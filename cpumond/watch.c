@@ -305,9 +305,13 @@ static int add_proc(struct watch *w, pid_t pid, unsigned long long start_ticks, 
 	p->start_ticks = start_ticks;
 	p->watch = watch;
 	/* A process belongs to its first matching watch only, so that watch's
-	 * threshold is the only one that applies to its threads; the usage
+	 * threshold is the only one that applies to its threads; its
+	 * process_threshold, when lower, to the whole process; the usage
 	 * history needs every thread over history_floor read (history.h). */
 	p->gate = w->cfg->watches[watch].threshold;
+	if (w->cfg->watches[watch].process_threshold > 0 &&
+	    w->cfg->watches[watch].process_threshold < p->gate)
+		p->gate = w->cfg->watches[watch].process_threshold;
 	if (w->cfg->history_threads > 0 && w->cfg->history_floor < p->gate)
 		p->gate = w->cfg->history_floor;
 	snprintf(p->comm, sizeof p->comm, "%s", comm);

@@ -21,9 +21,11 @@ struct watch_proc {
 	unsigned long long start_ticks;  /* start time since boot: tells pid reuse */
 	size_t watch;                    /* index into config->watches */
 	int gate;                        /* permille: the lowest threshold that applies to
-	                                  * this process, or history_floor when lower and the
-	                                  * history is on; the sampler skips its threads in a
-	                                  * cycle where the whole process used no more.  0: never */
+	                                  * this process (its threads' or, when lower, the
+	                                  * process_threshold of them all, or history_floor
+	                                  * when lower and the history is on); the sampler
+	                                  * skips its threads in a cycle where the whole
+	                                  * process used no more.  0: never */
 	char comm[16];
 };
 

@@ -567,7 +567,151 @@ int procfs_read_wchan(pid_t pid, pid_t tid, char *out, size_t len)
 	return n < 0 ? (int)n : 0;
 }
 
+/* ---- the kernel stack ---- */
+
+/* /proc/PID/task/TID/stack, one frame a line, innermost first
+ * (fs/proc/base.c, proc_pid_stack; the address hidden as <0>):
+ *   [<0>] futex_wait_queue+0x60/0x90
+ *   [<0>] __futex_wait+0x148/0x1b0 */
+size_t procfs_parse_kstack(char *text, const char **frames, size_t max)
+{
+	size_t n = 0;
+
+	for (char *line = text, *next; *line && n < max; line = next) {
+		char *end = strchr(line, '\n'), *name;
+
+		next = end ? end + 1 : line + strlen(line);
+		if (end)
+			*end = '\0';
+		if (line[0] != '[' || !(name = strstr(line, "] ")))
+			continue;
+		name += 2;
+		if (*name)
+			frames[n++] = name;
+	}
+	return n;
+}
+
+int procfs_read_kstack(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	ssize_t n = procfs_read_file(pid, tid, "stack", buf, len);
+
+	return n < 0 ? (int)n : 0;
+}
+
 /* ---- tasks, sysctl ---- */
+
+/* ---- pressure (PSI) and a cgroup's cpu.stat ---- */
+
+/* /proc/pressure/cpu, from kernel/sched/psi.c (psi_show), here:
+ *   some avg10=17.67 avg60=16.22 avg300=23.32 total=274467529
+ *   full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+ * A cgroup's cpu.pressure is the same text. */
+int procfs_parse_pressure(const char *text, struct procfs_pressure *p)
+{
+	const char *line = text, *t;
+	char *end;
+	double avg;
+	unsigned long long total;
+
+	while (line && strncmp(line, "some ", 5) != 0)
+		line = (line = strchr(line, '\n')) ? line + 1 : NULL;
+	if (!line || strncmp(line + 5, "avg10=", 6) != 0)
+		return -EINVAL;
+	errno = 0;
+	avg = strtod(line + 11, &end);
+	if (end == line + 11 || errno || *end != ' ' || !(avg >= 0 && avg <= 100))
+		return -EINVAL;
+	/* total= is the last field of the line. */
+	for (t = end; *t && *t != '\n' && strncmp(t, " total=", 7) != 0; t++)
+		;
+	if (strncmp(t, " total=", 7) != 0 || !isdigit((unsigned char)t[7]))
+		return -EINVAL;
+	errno = 0;
+	total = strtoull(t + 7, &end, 10);
+	if (errno || (*end && *end != '\n'))
+		return -EINVAL;
+	p->some_avg10 = avg;
+	p->some_total_us = total;
+	return 0;
+}
+
+int procfs_read_pressure(const char *path, struct procfs_pressure *p)
+{
+	char buf[256];
+	int fd = open_retry(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	n = read_close(fd, buf, sizeof buf);
+	/* With psi=0 the files exist and every read fails so. */
+	if (n == -EOPNOTSUPP)
+		return -ENOENT;
+	if (n < 0)
+		return (int)n;
+	return procfs_parse_pressure(buf, p);
+}
+
+/* A cgroup v2 cpu.stat, from kernel/sched/core.c (cpu_extra_stat_show):
+ *   usage_usec 9160324
+ *   user_usec 6203112
+ *   system_usec 2957212
+ *   nr_periods 1204
+ *   nr_throttled 311
+ *   throttled_usec 15327090
+ * (and more lines); the root cgroup and one without the cpu controller
+ * have only the usage lines. */
+int procfs_parse_cpu_stat(const char *text, struct procfs_cpu_stat *st)
+{
+	static const char *const keys[] = { "nr_throttled ", "throttled_usec " };
+	long long *vals[] = { &st->nr_throttled, &st->throttled_usec };
+
+	st->nr_throttled = st->throttled_usec = -1;
+	for (const char *line = text; line && *line;
+	     line = (line = strchr(line, '\n')) ? line + 1 : NULL) {
+		for (size_t i = 0; i < 2; i++) {
+			size_t klen = strlen(keys[i]);
+
+			if (strncmp(line, keys[i], klen) == 0 &&
+			    parse_num(line + klen, 0, LLONG_MAX, NULL, vals[i]) < 0)
+				return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int procfs_cgroup_file(const char *cgroup, const char *name, char *path, size_t len)
+{
+	static const char *const roots[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
+
+	for (size_t i = 0; i < 2; i++) {
+		if ((size_t)snprintf(path, len, "%s%s%s/%s", roots[i], cgroup[0] == '/' ? "" : "/",
+		                     strcmp(cgroup, "/") == 0 ? "" : cgroup, name) >= len)
+			return -ENAMETOOLONG;
+		if (access(path, F_OK) == 0)
+			return 0;
+	}
+	path[0] = '\0';
+	return -ENOENT;
+}
+
+int procfs_read_cpu_stat(const char *cgroup, struct procfs_cpu_stat *st)
+{
+	char path[PATH_MAX], buf[1024];
+	int rc = procfs_cgroup_file(cgroup, "cpu.stat", path, sizeof path);
+	int fd;
+	ssize_t n;
+
+	if (rc < 0)
+		return rc;
+	if ((fd = open_retry(path, O_RDONLY)) < 0)
+		return fd;
+	n = read_close(fd, buf, sizeof buf);
+	if (n < 0)
+		return (int)n;
+	return procfs_parse_cpu_stat(buf, st);
+}
 
 static int cmp_tid(const void *a, const void *b)
 {

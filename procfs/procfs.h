@@ -179,6 +179,59 @@ void procfs_parse_wchan(const char *text, char *out, size_t len);
  * Returns 0 or -errno. */
 int procfs_read_wchan(pid_t pid, pid_t tid, char *out, size_t len);
 
+/* ---- pressure (PSI) and a cgroup's cpu.stat ---- */
+
+/* The "some" line of a pressure file: the share of time at least one task
+ * waited for the resource. */
+struct procfs_pressure {
+	double some_avg10;       /* percent of the last 10 s */
+	uint64_t some_total_us;  /* since boot (or the cgroup's creation) */
+};
+
+/* Parses TEXT, a pressure file (/proc/pressure/cpu, a cgroup's
+ * cpu.pressure): its "some" line.  Returns 0, or -EINVAL when there is
+ * none or it is malformed. */
+int procfs_parse_pressure(const char *text, struct procfs_pressure *p);
+
+/* Reads and parses the pressure file at PATH.  Returns 0, -ENOENT (a
+ * kernel without PSI, or booted with psi=0: the file is missing or
+ * refuses to be read with EOPNOTSUPP), or another -errno. */
+int procfs_read_pressure(const char *path, struct procfs_pressure *p);
+
+/* The throttling of a cgroup v2's cpu.stat: -1 when the text lacks it (no
+ * cpu controller enabled there, the root cgroup). */
+struct procfs_cpu_stat {
+	long long nr_throttled;  /* periods in which its quota ran out */
+	long long throttled_usec;  /* time its tasks were kept off the CPU */
+};
+
+/* Parses TEXT, a cgroup's cpu.stat ("key value" lines).  Returns 0, or
+ * -EINVAL when a key it reads has no number. */
+int procfs_parse_cpu_stat(const char *text, struct procfs_cpu_stat *st);
+
+/* The path of the file NAME ("cpu.stat") of cgroup v2 CGROUP (as
+ * procfs_read_cgroup gives it) into PATH (LEN bytes), under
+ * /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host where that
+ * is where the v2 hierarchy is mounted.  Returns 0, -ENOENT when neither
+ * has it, or -ENAMETOOLONG. */
+int procfs_cgroup_file(const char *cgroup, const char *name, char *path, size_t len);
+
+/* Reads and parses CGROUP's cpu.stat.  Returns 0 or -errno. */
+int procfs_read_cpu_stat(const char *cgroup, struct procfs_cpu_stat *st);
+
+/* ---- the kernel stack ---- */
+
+/* Splits TEXT, a stack file, in place into its frames' names
+ * ("futex_wait_queue+0x60/0x90"), innermost first, at most MAX into
+ * FRAMES (pointers into TEXT); lines not of that form are left out.
+ * Returns how many. */
+size_t procfs_parse_kstack(char *text, const char **frames, size_t max);
+
+/* Reads the stack file of thread TID of PID into BUF (LEN bytes).  The
+ * kernel lets only CAP_SYS_ADMIN read it: -EACCES or -EPERM without.
+ * Returns 0 or -errno. */
+int procfs_read_kstack(pid_t pid, pid_t tid, char *buf, size_t len);
+
 /* ---- the rest ---- */
 
 /* Reads the file NAME of PID (TID 0) or of its thread TID ("schedstat")

@@ -324,12 +324,8 @@ static bool region_word(const unsigned char *buf, uint64_t start, size_t len, ui
 	return true;
 }
 
-/* Copies the stack whose pointer is SP into BUF (CAP bytes): from
- * SP - SNAPSHOT_RED_ZONE up, no further than the end of the writable
- * mapping of MAPS holding SP.  Returns the bytes copied, their address in
- * *FROM_OUT. */
-static size_t copy_stack_at(pid_t tid, const struct procmaps *maps, uint64_t sp,
-                            unsigned char *buf, size_t cap, uint64_t *from_out)
+size_t snapshot_copy_stack(pid_t tid, const struct procmaps *maps, uint64_t sp,
+                           unsigned char *buf, size_t cap, uint64_t *from_out)
 {
 	uint64_t from = sp >= SNAPSHOT_RED_ZONE ? sp - SNAPSHOT_RED_ZONE : 0;
 	uint64_t to = from + cap < from ? UINT64_MAX : from + cap;
@@ -352,8 +348,8 @@ static size_t copy_stack_at(pid_t tid, const struct procmaps *maps, uint64_t sp,
 /* The copy of the stack inside the window (see struct snapshot_hints). */
 static void copy_stack(pid_t tid, const struct procmaps *maps, struct snapshot *snap)
 {
-	snap->stack_len = copy_stack_at(tid, maps, snap->regs.rsp, snap->stack, snap->cap,
-	                                &snap->stack_addr);
+	snap->stack_len = snapshot_copy_stack(tid, maps, snap->regs.rsp, snap->stack, snap->cap,
+	                                      &snap->stack_addr);
 	snap->stack_clipped = snap->stack_len < snap->cap;
 }
 
@@ -381,8 +377,8 @@ static void copy_interrupted_stack(pid_t tid, const struct procmaps *maps,
 			continue;
 		if (sp >= snap->stack_addr && sp < end)
 			continue;          /* a nested frame on the same stack */
-		snap->stack2_len = copy_stack_at(tid, maps, sp, snap->stack2, snap->cap2,
-		                                 &snap->stack2_addr);
+		snap->stack2_len = snapshot_copy_stack(tid, maps, sp, snap->stack2, snap->cap2,
+		                                       &snap->stack2_addr);
 		return;
 	}
 }

@@ -118,4 +118,12 @@ bool snapshot_word(const struct snapshot *snap, uint64_t addr, uint64_t *val);
  * are ("no such process"); returns BUF.  For stackdump's own messages. */
 const char *snapshot_strerror(int e, char *buf, size_t size);
 
+/* Copies the stack whose pointer is SP into BUF (CAP bytes): from
+ * SP - SNAPSHOT_RED_ZONE up, no further than the end of the writable
+ * mapping of MAPS (may be NULL) holding SP.  The stop's copy, and a
+ * blocked thread's without a stop (stackdump_copy_blocked).  Returns the
+ * bytes copied, their address in *FROM_OUT. */
+size_t snapshot_copy_stack(pid_t tid, const struct procmaps *maps, uint64_t sp,
+                           unsigned char *buf, size_t cap, uint64_t *from_out);
+
 #endif

@@ -142,6 +142,34 @@ int stackdump_thread_copy(struct stackdump *sd, pid_t pid, pid_t tid,
                           const struct stackdump_copy *copy, int max_frames,
                           struct stackdump_stack *out);
 
+/* Takes the copy of thread TID of process PID that stackdump_thread_copy
+ * unwinds, without stopping it, when it is blocked (asleep in a syscall
+ * or a page fault, in S or D): its user pc and stack pointer from
+ * /proc/TID/syscall (the registers the thread entered the kernel with, as
+ * ptrace's rip and rsp), checked to be in executable and in writable
+ * memory of PID's maps, and a process_vm_readv copy of BYTES of its stack
+ * (STACKDUMP_STACK_COPY_MIN..MAX) from 128 bytes below the stack pointer,
+ * no further than its mapping; the syscall file read again after the copy
+ * must be the same, or the thread moved.  Reads /proc/PID/maps and PID's
+ * memory, which wait for PID's memory-map lock: a caller that must not
+ * block runs it where it can be abandoned (cpumond's stall probe).
+ * Returns 0 with *OUT (release with stackdump_copy_free), or -EAGAIN (it
+ * runs: no registers without a stop), -EPERM, -ESRCH, -EINVAL (the pc or
+ * sp is not where a user thread's are), -ENOMEM, with ERR saying why. */
+int stackdump_copy_blocked(pid_t pid, pid_t tid, size_t bytes, struct stackdump_copy *out,
+                           char *err, size_t errlen);
+void stackdump_copy_free(struct stackdump_copy *copy);
+
+/* stackdump_copy_blocked, then stackdump_thread_copy of it, into *OUT.
+ * rbp is not in the syscall file: when the unwind stops short, it is
+ * tried again with each of the first 8 stack slots above sp that look
+ * like a frame pointer (the next word an address in executable memory),
+ * and the deepest unwind is kept (code built with frame pointers finds
+ * its frames by rbp).  Returns as stackdump_thread_copy, or the error of
+ * stackdump_copy_blocked with OUT->error saying why (OUT initialised). */
+int stackdump_thread_blocked(struct stackdump *sd, pid_t pid, pid_t tid, size_t bytes,
+                             int max_frames, struct stackdump_stack *out);
+
 /* Forgets what is cached for process PID (call when it exits). */
 void stackdump_forget(struct stackdump *sd, pid_t pid);
 

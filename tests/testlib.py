@@ -25,7 +25,9 @@ results = {"passed": 0, "failed": 0, "skipped": 0}
 # The threshold (permille) the tests give a watch whose spinning thread must
 # trip: a spinner gets more than this unless some 40 runnable threads share
 # the machine's 2 cores, so a loaded machine does not keep the event from
-# happening; idle threads stay at 0.
+# happening; idle threads stay at 0.  At so low a threshold a thread that
+# waits for a CPU is soon starved too (cpumond(8), EVENT KINDS): the tests
+# of hot events set starved = no, test_kinds.py tests the other kinds.
 HOT_THRESHOLD = 50
 
 

@@ -40,7 +40,8 @@ def query(db, sql, args=()):
 
 def write_config(path, db, watches, **opts):
     """WATCHES: list of (name, {selector: value}).  OPTS: [cpumond] keys."""
-    base = {"interval": "200ms", "threshold": str(testlib.HOT_THRESHOLD), "cooldown": "1h",
+    base = {"interval": "200ms", "threshold": str(testlib.HOT_THRESHOLD), "starved": "no",
+            "cooldown": "1h",
             "database": db,
             "journal": "no"}
     base.update({k: str(v) for k, v in opts.items()})

@@ -5,10 +5,13 @@
  *   - sampler_parse_schedstat (/proc/PID/task/TID/schedstat),
  *     procmaps_parse (/proc/PID/maps), and procfs's parsers of stat,
  *     status (with its capability masks), cgroup, the exe link, cmdline,
- *     comm, syscall and wchan, each held to what its header promises;
+ *     comm, syscall (and stall's rules over it), wchan, the kernel stack,
+ *     pressure (PSI) and a cgroup's cpu.stat, each
+ *     held to what its header promises;
  *   - report_parse_time, report_parse_by (command line),
  *     report_signature_name and demangle_name (symbol names from the
  *     watched binaries);
+ *   - json_object_int (an event's details as a reader gets them);
  *   - stackdump_utf8_len, stackdump_put_escaped and json_put_string (names
  *     from the watched processes), checked against properties: the escaped
  *     text holds no control byte and is valid UTF-8; the JSON string is
@@ -21,6 +24,7 @@
 #include "cpumond/json.h"
 #include "cpumond/report.h"
 #include "cpumond/sampler.h"
+#include "cpumond/stall.h"
 #include "procfs/procfs.h"
 #include "stackdump/demangle.h"
 #include "stackdump/procmaps.h"
@@ -103,6 +107,18 @@ static void check_escaped(const char *s)
 	free(out);
 }
 
+/* An event's details as a reader finds them: any text, no read past it;
+ * a key found inside the object S is a key that S holds, written before
+ * its value ('"KEY"' then ':'). */
+static void check_json_object_int(const char *s)
+{
+	long long v;
+
+	if (json_object_int(s, "demand", &v) == 0 && !strstr(s, "\"demand\""))
+		abort();
+	json_object_int(s, "", &v);
+}
+
 static void check_json(const char *s)
 {
 	size_t len, i = 1;
@@ -135,6 +151,7 @@ static void check_json(const char *s)
 		i += n;
 	}
 	free(out);
+	check_json_object_int(s);
 }
 
 static void check_utf8_len(const char *s)
@@ -173,6 +190,19 @@ static void check_procfs_stat(const char *text)
 		check_out("procfs_parse_stat comm", st.comm, sizeof st.comm, true);
 }
 
+/* A pressure file's some line: a share in 0..100; a cpu.stat's
+ * throttling: counts, or -1 when absent. */
+static void check_procfs_pressure(const char *text)
+{
+	struct procfs_pressure p;
+	struct procfs_cpu_stat cs;
+
+	if (procfs_parse_pressure(text, &p) == 0 && !(p.some_avg10 >= 0 && p.some_avg10 <= 100))
+		abort();
+	if (procfs_parse_cpu_stat(text, &cs) == 0 && (cs.nr_throttled < -1 || cs.throttled_usec < -1))
+		abort();
+}
+
 static void check_procfs_text(const char *text)
 {
 	char out[16];
@@ -191,6 +221,7 @@ static void check_procfs_text(const char *text)
 	n = procfs_parse_exe(text, &deleted);
 	if (n > strlen(text) || (deleted != (n < strlen(text))))
 		abort();
+	check_procfs_pressure(text);
 }
 
 /* Over RAW (N bytes, NULs and all): one line of printable text, and
@@ -210,12 +241,32 @@ static void check_procfs_cmdline(const char *raw, size_t n)
 		abort();
 }
 
+/* The syscall line, and stall's rules over it (any state, any fd
+ * target); the same text as a kernel stack: every frame a non-empty piece
+ * of one line of it. */
 static void check_procfs_syscall(const char *text)
 {
 	struct procfs_syscall sc;
+	const char *frames[8];
+	char *copy = strdup(text), buf[64];
+	size_t len = strlen(text), n;
 
-	if (procfs_parse_syscall(text, &sc) == 0 && sc.running && sc.nr != -1)
-		abort();
+	if (procfs_parse_syscall(text, &sc) == 0) {
+		if (sc.running && sc.nr != -1)
+			abort();
+		if (stall_classify(text[0], &sc, text) > STALL_STUCK)
+			abort();
+		stall_syscall_name(sc.nr);
+		stall_futex_op_name(sc.args[1], buf, sizeof buf);
+	}
+	if (!copy)
+		return;
+	n = procfs_parse_kstack(copy, frames, 8);
+	for (size_t i = 0; i < n; i++)
+		if (frames[i] < copy || frames[i] >= copy + len || !*frames[i] ||
+		    strchr(frames[i], '\n'))
+			abort();
+	free(copy);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

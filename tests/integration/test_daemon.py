@@ -58,6 +58,7 @@ def write_config(path, db, pid, pid2, interval="300ms", capture="auto"):
         f.write(f"""[cpumond]
 interval = {interval}
 threshold = {HOT_THRESHOLD}
+starved = no
 cooldown = 1h
 database = {db}
 capture = {capture}
@@ -352,6 +353,7 @@ def test_episodes(build, tmp):
             f.write(f"""[cpumond]
 interval = 300ms
 threshold = {HOT_THRESHOLD}
+starved = no
 cooldown = 1s
 sample_interval = 20ms
 episode_samples = 30
@@ -462,7 +464,8 @@ def test_episode_ends_when_idle(build, tmp):
     daemon = None
     try:
         with open(conf, "w") as f:
-            f.write(f"[cpumond]\ninterval = 300ms\nthreshold = {HOT_THRESHOLD}\nsample_interval = 50ms\n"
+            f.write(f"[cpumond]\ninterval = 300ms\nthreshold = {HOT_THRESHOLD}\nstarved = no\n"
+                    f"sample_interval = 50ms\n"
                     f"episode_samples = 100\ndatabase = {db}\n[watch two]\npid = {pid}\n")
         daemon = subprocess.Popen([os.path.join(build, "cpumond"), "-c", conf],
                                   stderr=subprocess.DEVNULL)
@@ -514,7 +517,7 @@ def test_messages(build, tmp):
         # An episode of 1000 samples 100 ms apart outlasts the test: the
         # SIGINT at its end cuts it short.
         with open(conf, "w") as f:
-            f.write(f"[cpumond]\ninterval = 200ms\nthreshold = {HOT_THRESHOLD}\ncooldown = 1h\n"
+            f.write(f"[cpumond]\ninterval = 200ms\nthreshold = {HOT_THRESHOLD}\nstarved = no\ncooldown = 1h\n"
                     f"episode_samples = 1000\nsample_interval = 100ms\ndatabase = {db_path}\n"
                     f"metrics_file = {prom}\n\n[watch target]\npid = {target.pid}\n\n{watches}")
 

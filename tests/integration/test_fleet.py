@@ -102,6 +102,7 @@ def write_config(path, db, pid, metrics=None, event_log=None):
         f.write(f"""[cpumond]
 interval = 300ms
 threshold = {testlib.HOT_THRESHOLD}
+starved = no
 cooldown = 1s
 database = {db}
 journal = no

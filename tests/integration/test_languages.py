@@ -96,6 +96,7 @@ def key_stack(build, tmp, name, pids, samples=20):
         f.write(f"""[cpumond]
 interval = 300ms
 threshold = 250
+starved = no
 cooldown = 1h
 episode_samples = {samples}
 sample_interval = 20ms

@@ -113,7 +113,7 @@ def cpumond(build, *args):
 
 def write_config(path, db, body):
     with open(path, "w") as f:
-        f.write(f"[cpumond]\ninterval = 300ms\nthreshold = 250\ncooldown = 1h\n"
+        f.write(f"[cpumond]\ninterval = 300ms\nthreshold = 250\nstarved = no\ncooldown = 1h\n"
                 f"database = {db}\n\n{body}")
 
 

@@ -40,7 +40,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def write_config(path, db, pid, interval="200ms"):
     with open(path, "w") as f:
-        f.write(f"[cpumond]\ninterval = {interval}\nthreshold = {HOT_THRESHOLD}\ndatabase = {db}\n"
+        f.write(f"[cpumond]\ninterval = {interval}\nthreshold = {HOT_THRESHOLD}\nstarved = no\n"
+                f"database = {db}\n"
                 f"\n[watch self]\npid = {pid}\n")
 
 

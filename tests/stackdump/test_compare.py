@@ -578,6 +578,7 @@ def go_samples(build, gospin):
             f.write(f"""[cpumond]
 interval = 300ms
 threshold = {testlib.HOT_THRESHOLD}
+starved = no
 cooldown = 1h
 episode_samples = 20
 sample_interval = 20ms

@@ -46,6 +46,10 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.watches[0].threshold, 800);
 	assert_int_equal(cfg.watches[0].consecutive, 1);
 	assert_int_equal(cfg.watches[0].cooldown_ms, 60000);
+	assert_true(cfg.starved);
+	assert_int_equal(cfg.process_threshold, 0);
+	assert_int_equal(cfg.watches[0].process_threshold, 0);
+	assert_int_equal(cfg.stall_after_ms, 0);       /* off */
 	config_free(&cfg);
 	assert_zeroed(&cfg);
 }
@@ -89,6 +93,18 @@ static void test_overrides(void **state)
 	assert_int_equal(cfg.watches[1].threshold, 500);
 	assert_int_equal(cfg.watches[1].consecutive, 5);
 	assert_int_equal(cfg.watches[1].cooldown_ms, 0);
+	config_free(&cfg);
+
+	/* process_threshold the same way; 0 (off) in a watch is its own value. */
+	parse_good("[watch web]\ncomm = nginx\nprocess_threshold = 0\n"
+	           "[watch db]\ncomm = postgres\n"
+	           "[watch batch]\nall = yes\nprocess_threshold = 2500\n"
+	           "[cpumond]\nprocess_threshold = 1500\nstarved = no\n", &cfg);
+	assert_int_equal(cfg.process_threshold, 1500);
+	assert_false(cfg.starved);
+	assert_int_equal(cfg.watches[0].process_threshold, 0);
+	assert_int_equal(cfg.watches[1].process_threshold, 1500);
+	assert_int_equal(cfg.watches[2].process_threshold, 2500);
 	config_free(&cfg);
 }
 
@@ -193,8 +209,8 @@ static void test_layout(void **state)
 		        "t.conf:11: interval_is_next_line: unknown key (expected interval, threshold, "
 		        "consecutive, cooldown, database, max_frames, sample_interval, "
 		        "episode_samples, max_dumps_per_second, capture, retention, "
-		        "max_database_size, journal, metrics_file, event_log, history_threads or "
-		        "history_floor)\n");
+		        "max_database_size, journal, metrics_file, event_log, history_threads, "
+		        "history_floor, starved, process_threshold or stall_after)\n");
 		free(errs);
 	}
 	*strstr(text, "interval=5s") = '\0';
@@ -225,7 +241,23 @@ static void test_errors(void **state)
 		  "t.conf:2: intervall: unknown key (expected interval, threshold, consecutive, "
 		  "cooldown, database, max_frames, sample_interval, episode_samples, "
 		  "max_dumps_per_second, capture, retention, max_database_size, journal, "
-		  "metrics_file, event_log, history_threads or history_floor)\n" },
+		  "metrics_file, event_log, history_threads, history_floor, starved, "
+		  "process_threshold or stall_after)\n" },
+		{ "[cpumond]\ninterval = 300ms\nstall_after = 500ms\n" WATCH,
+		  "t.conf:3: stall_after: 500ms is less than two intervals (2 x 300ms)\n" },
+		{ "[cpumond]\n[watch w]\nall = yes\nstall_after = 10s\n",
+		  "t.conf:4: stall_after: not a watch key (set it in [cpumond])\n" },
+		{ "[cpumond]\nprocess_threshold = 1000001\n" WATCH,
+		  "t.conf:2: process_threshold: 1000001 is out of range 0..1000000\n" },
+		{ "[cpumond]\n[watch w]\nall = yes\nprocess_threshold = -1\n",
+		  "t.conf:4: process_threshold: -1 is out of range 0..1000000\n" },
+		{ "[cpumond]\nprocess_threshold = 30%\n" WATCH,
+		  "t.conf:2: process_threshold: \"30%\" is not a number\n" },
+		{ "[cpumond]\nstarved = sometimes\n" WATCH,
+		  "t.conf:2: starved: \"sometimes\" is not a boolean (yes/no, true/false, on/off, "
+		  "1/0)\n" },
+		{ "[cpumond]\n[watch w]\nall = yes\nstarved = no\n",
+		  "t.conf:4: starved: not a watch key (set it in [cpumond])\n" },
 		{ "[cpumond]\n[watch x]\ncmdline = ((a{99}){99}){99}\n",
 		  "t.conf:3: cmdline: regex \"((a{99}){99}){99}\" repeats too much: its "
 		  "repetitions ({n,m} m times, + twice) multiply to more than 1000\n" },
@@ -303,7 +335,7 @@ static void test_errors(void **state)
 		  "t.conf:1: ignore: outside any section (put it under [cpumond] or [watch NAME])\n" },
 		{ WATCH "com = nginx\n",
 		  "t.conf:3: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, unit, "
-		  "cgroup, all, threshold, consecutive or cooldown)\n" },
+		  "cgroup, all, threshold, consecutive, cooldown or process_threshold)\n" },
 		{ "[cpumond]\ncomm = nginx\n" WATCH,
 		  "t.conf:2: comm: not a [cpumond] key (selectors go in [watch NAME])\n" },
 		{ WATCH "interval = 1s\n",
@@ -386,7 +418,7 @@ static void test_errors(void **state)
 		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user, unit, cgroup or all = yes)\n" },
 		{ "[watch web]\ncom = nginx\n",
 		  "t.conf:2: com: unknown key (expected pid, pidfile, comm, exe, cmdline, user, unit, "
-		  "cgroup, all, threshold, consecutive or cooldown)\n"
+		  "cgroup, all, threshold, consecutive, cooldown or process_threshold)\n"
 		  "t.conf:1: [watch web]: no selector (pid, pidfile, comm, exe, cmdline, user, unit, cgroup or all = yes)\n" },
 		{ "[cpumond]\ninterval = 1s\n",
 		  "t.conf:0: no [watch NAME] section: nothing to watch\n" },
@@ -655,6 +687,9 @@ static void test_print(void **state)
 	                    "retention = 14d\n"
 	                    "max_database_size = 256MiB\n"
 	                    "journal = yes\n"
+	                    "starved = yes\n"
+	                    "process_threshold = 0\n"
+	                    "stall_after = 0ms\n"
 	                    "history_threads = 10\n"
 	                    "history_floor = 100\n"
 	                    "\n"
@@ -663,13 +698,15 @@ static void test_print(void **state)
 	                    "threshold = 800\n"
 	                    "consecutive = 1\n"
 	                    "cooldown = 90s\n"
+	                    "process_threshold = 0\n"
 	                    "\n"
 	                    "[watch batch]\n"
 	                    "user = root\n"
 	                    "all = yes\n"
 	                    "threshold = 1000\n"
 	                    "consecutive = 1\n"
-	                    "cooldown = 0ms\n");
+	                    "cooldown = 0ms\n"
+	                    "process_threshold = 0\n");
 	free(text);
 	config_free(&cfg);
 }
@@ -731,6 +768,8 @@ static void assert_same_config(const struct config *a, const struct config *b)
 	assert_int_equal(a->retention_ms, b->retention_ms);
 	assert_int_equal(a->max_database_size, b->max_database_size);
 	assert_int_equal(a->journal, b->journal);
+	assert_int_equal(a->starved, b->starved);
+	assert_int_equal(a->process_threshold, b->process_threshold);
 	assert_same_string(a->metrics_file, b->metrics_file);
 	assert_same_string(a->event_log, b->event_log);
 	assert_same_string(a->report_ignore, b->report_ignore);
@@ -752,6 +791,7 @@ static void assert_same_config(const struct config *a, const struct config *b)
 		assert_int_equal(x->threshold, y->threshold);
 		assert_int_equal(x->consecutive, y->consecutive);
 		assert_int_equal(x->cooldown_ms, y->cooldown_ms);
+		assert_int_equal(x->process_threshold, y->process_threshold);
 	}
 }
 
@@ -777,6 +817,7 @@ static void test_round_trip(void **state)
 	           "threshold = 1\n"
 	           "consecutive = 1000\n"
 	           "cooldown = 30d\n"
+	           "process_threshold = 1000000\n"
 	           "[cpumond]\n"
 	           "interval = 100ms\n"
 	           "threshold = 999\n"
@@ -791,6 +832,8 @@ static void test_round_trip(void **state)
 	           "retention = 0\n"
 	           "max_database_size = 1536KiB\n"
 	           "journal = off\n"
+	           "starved = no\n"
+	           "process_threshold = 1\n"
 	           "metrics_file = /var/lib/prometheus/node-exporter/cpumond.prom\n"
 	           "event_log = /var/log/cpumond/events.json\n"
 	           "[report]\n"

@@ -51,6 +51,26 @@ static void test_ptrace_scope(void **state)
 	assert_int_equal(r.level, DOCTOR_WARN);
 }
 
+static void test_stall_capabilities(void **state)
+{
+	struct doctor_result r;
+	const uint64_t ptrace = 1ull << 19, dac = 1ull << 2, admin = 1ull << 21;
+	(void)state;
+	doctor_check_stall_read(ptrace, 998, 0, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_stall_read(ptrace, 998, 6000, &r);
+	assert_int_equal(r.level, DOCTOR_WARN);
+	assert_non_null(strstr(r.message, "without CAP_DAC_READ_SEARCH"));
+	assert_non_null(strstr(r.fix, "AmbientCapabilities="));
+	doctor_check_stall_read(ptrace | dac, 998, 6000, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	doctor_check_stall_kernel_stack(ptrace | dac, 6000, &r);
+	assert_int_equal(r.level, DOCTOR_OK);
+	assert_non_null(strstr(r.message, "no kernel stack"));
+	doctor_check_stall_kernel_stack(admin, 6000, &r);
+	assert_non_null(strstr(r.message, "have the kernel stack"));
+}
+
 static void test_capability(void **state)
 {
 	struct doctor_result r;
@@ -488,6 +508,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ptrace_scope),
 		cmocka_unit_test(test_capability),
+		cmocka_unit_test(test_stall_capabilities),
 		cmocka_unit_test(test_seccomp),
 		cmocka_unit_test(test_realtime),
 		cmocka_unit_test(test_capture),

@@ -284,6 +284,51 @@ static void test_stack_summary(void **state)
 	free(got);
 }
 
+static char *what_of(const struct store_event *ev)
+{
+	static char buf[160];
+
+	eventfmt_what(ev, buf, sizeof buf);
+	return buf;
+}
+
+/* Each kind's phrase in the event line, the journal's MESSAGE and tail. */
+static void test_what(void **state)
+{
+	struct store_event ev = fixed_event();
+	char *fields[EVENTFMT_JOURNAL_FIELDS];
+	(void)state;
+
+	assert_string_equal(what_of(&ev), "at 987‰ > 800‰");
+	ev.kind = "starved";
+	ev.usage = 480;
+	ev.run_delay = 500;
+	/* Without details: usage + run delay. */
+	assert_string_equal(what_of(&ev), "starved: wants 980‰, got 480‰ (threshold 800‰)");
+	ev.details = "{\"usage\":480,\"demand\":1000,\"run_delay\":520}";
+	assert_string_equal(what_of(&ev), "starved: wants 1000‰, got 480‰ (threshold 800‰)");
+	assert_int_equal(eventfmt_journal(&ev, "spin <- main", fields), 0);
+	assert_string_equal(fields[0], "MESSAGE=nginx[4242] thread worker-3/4250 starved: wants "
+	                    "1000‰, got 480‰ (threshold 800‰): spin <- main");
+	eventfmt_journal_free(fields);
+
+	ev.kind = "process";
+	ev.threshold = 300;
+	ev.details = "{\"process_usage\":1870,\"threads\":4,\"top\":[{\"tid\":1,\"usage\":9}]}";
+	assert_string_equal(what_of(&ev), "process: 1870‰ > 300‰ in 4 threads, this one 480‰");
+	ev.details = "{\"process_usage\":1870}";   /* no thread count: not made up */
+	assert_string_equal(what_of(&ev), "process: 480‰, threshold 300‰");
+
+	/* A kind of a later cpumond. */
+	ev.kind = "stall";
+	ev.details = NULL;
+	assert_string_equal(what_of(&ev), "stall: 480‰, threshold 300‰");
+	ev.details = "{\"state\":\"D\",\"still_ms\":601,\"wchan\":\"kernel_clone\"}";
+	assert_string_equal(what_of(&ev), "stall: not run for 601 ms");
+	ev.details = "{\"ended\":true,\"duration_ms\":3201}";
+	assert_string_equal(what_of(&ev), "stall ended: ran again after 3201 ms");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +336,7 @@ int main(void)
 		cmocka_unit_test_setup(test_json_valid_whatever_the_bytes, setup_utc),
 		cmocka_unit_test_setup(test_journal_fields, setup_utc),
 		cmocka_unit_test_setup(test_stack_summary, setup_utc),
+		cmocka_unit_test_setup(test_what, setup_utc),
 	};
 
 	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */

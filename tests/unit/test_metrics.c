@@ -59,10 +59,12 @@ static double value_of(const char *text, const char *prefix)
 	return -1;
 }
 
+/* The events counter's lines come first, one per kind of kind.h (hot and
+ * starved counted once below, every other kind 0); then these. */
+static const char expect_events_head[] =
+	"# HELP cpumond_overload_events_total Events (consecutive samples over a threshold), by kind.\n"
+	"# TYPE cpumond_overload_events_total counter\n";
 static const char expect_small[] =
-	"# HELP cpumond_overload_events_total Overload events: threads over their threshold for consecutive samples.\n"
-	"# TYPE cpumond_overload_events_total counter\n"
-	"cpumond_overload_events_total{watch=\"web\"} 2\n"
 	"# HELP cpumond_dumps_total Stack samples taken, by capture: ptrace (one thread stopped "
 	"each), perf (no stop).\n"
 	"# TYPE cpumond_dumps_total counter\n"
@@ -112,13 +114,29 @@ static const char expect_small[] =
 	"cpumond_cycle_seconds_sum 0.000250000\n"
 	"cpumond_cycle_seconds_count 1\n";
 
+static char *expected_small(void)
+{
+	char *want = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&want, &len);
+
+	assert_non_null(out);
+	fputs(expect_events_head, out);
+	for (int k = 0; k < KIND_COUNT; k++)
+		fprintf(out, "cpumond_overload_events_total{watch=\"web\",kind=\"%s\"} %d\n",
+		        kind_name((enum kind)k), k == KIND_HOT || k == KIND_STARVED);
+	fputs(expect_small, out);
+	assert_int_equal(fclose(out), 0);
+	return want;
+}
+
 /* One watch, one cycle: every line, to the byte. */
 static void test_format_small(void **state)
 {
 	static const char *const names[] = { "web" };
 	struct cfg_fixture f;
 	struct metrics *m;
-	char *text;
+	char *text, *want;
 
 	(void)state;
 	make_config(&f, names, 1);
@@ -129,16 +147,18 @@ static void test_format_small(void **state)
 	metrics_thread(m, 0, -1);   /* new: no usage yet */
 	metrics_thread(m, 0, 987);
 	metrics_thread(m, 0, 12);
-	metrics_event(m, "web");
-	metrics_event(m, "web");
-	metrics_event(m, "gone");   /* not a watch: not counted, not shown */
+	metrics_event(m, "web", KIND_HOT);
+	metrics_event(m, "web", KIND_STARVED);
+	metrics_event(m, "gone", KIND_HOT);   /* not a watch: not counted, not shown */
 	metrics_dump(m, "web", METRICS_PTRACE, 30000);     /* 30 µs */
 	metrics_dump(m, "web", METRICS_PTRACE, 2000000);   /* 2 ms */
 	metrics_dump(m, "web", METRICS_PERF, 0);           /* no stop: not in the histogram */
 	metrics_dump_failed(m, "web", METRICS_DENIED);
 	metrics_cycle_cost(m, 250000);      /* 250 µs */
 	text = format(m);
-	assert_string_equal(text, expect_small);
+	want = expected_small();
+	assert_string_equal(text, want);
+	free(want);
 	free(text);
 
 	/* The gauges restart with each cycle; the counters do not. */
@@ -147,7 +167,7 @@ static void test_format_small(void **state)
 	assert_true(value_of(text, "cpumond_threads_watched{watch=\"web\"}") == 0);
 	assert_true(value_of(text, "cpumond_processes_watched{watch=\"web\"}") == 0);
 	assert_true(value_of(text, "cpumond_thread_usage_max_permille{watch=\"web\"}") == 0);
-	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"web\"}") == 2);
+	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"web\",kind=\"hot\"}") == 1);
 	free(text);
 	metrics_free(m);
 }
@@ -166,16 +186,16 @@ static void test_label_escaping(void **state)
 	make_config(&f, names, 3);
 	m = metrics_new(&f.cfg);
 	assert_non_null(m);
-	metrics_event(m, "a\"b\\c\nd");
+	metrics_event(m, "a\"b\\c\nd", KIND_HOT);
 	text = format(m);
-	assert_non_null(strstr(text, "cpumond_overload_events_total{watch=\"a\\\"b\\\\c\\nd\"} 1\n"));
+	assert_non_null(strstr(text, "cpumond_overload_events_total{watch=\"a\\\"b\\\\c\\nd\",kind=\"hot\"} 1\n"));
 	assert_non_null(strstr(text, "cpumond_dump_failures_total{watch=\"a\\\"b\\\\c\\nd\","
 	                             "reason=\"blocked\"} 0\n"));
 	assert_non_null(strstr(text, "cpumond_dump_stop_seconds_bucket{watch=\"a\\\"b\\\\c\\nd\","
 	                             "le=\"+Inf\"} 0\n"));
 	/* Valid UTF-8 is kept; other bytes become U+FFFD. */
-	assert_non_null(strstr(text, "cpumond_overload_events_total{watch=\"caf\xc3\xa9\"} 0\n"));
-	assert_non_null(strstr(text, "cpumond_overload_events_total{watch=\"bad\xef\xbf\xbd\xef\xbf\xbd\"} 0\n"));
+	assert_non_null(strstr(text, "cpumond_overload_events_total{watch=\"caf\xc3\xa9\",kind=\"hot\"} 0\n"));
+	assert_non_null(strstr(text, "cpumond_overload_events_total{watch=\"bad\xef\xbf\xbd\xef\xbf\xbd\",kind=\"hot\"} 0\n"));
 	/* Every line is a comment or ends in a value: no raw newline inside a
 	 * label broke one in two. */
 	for (char *line = text, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
@@ -203,21 +223,21 @@ static void test_reconfigure(void **state)
 	make_config(&f2, after, 3);
 	m = metrics_new(&f1.cfg);
 	assert_non_null(m);
-	metrics_event(m, "a");
-	metrics_event(m, "c");
-	metrics_event(m, "c");
-	metrics_event(m, "b");
+	metrics_event(m, "a", KIND_HOT);
+	metrics_event(m, "c", KIND_HOT);
+	metrics_event(m, "c", KIND_HOT);
+	metrics_event(m, "b", KIND_HOT);
 	metrics_dump(m, "a", METRICS_PTRACE, 40000);
 	metrics_dump_failed(m, "c", METRICS_EXITED);
 	metrics_cycle_cost(m, 1000);
 	assert_int_equal(metrics_reconfigure(m, &f2.cfg), 0);
-	metrics_event(m, "a");
-	metrics_event(m, "b");     /* gone */
+	metrics_event(m, "a", KIND_HOT);
+	metrics_event(m, "b", KIND_HOT);     /* gone */
 	text = format(m);
-	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"a\"}") == 2);
-	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"c\"}") == 2);
-	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"new\"}") == 0);
-	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"b\"}") == -1);
+	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"a\",kind=\"hot\"}") == 2);
+	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"c\",kind=\"hot\"}") == 2);
+	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"new\",kind=\"hot\"}") == 0);
+	assert_true(value_of(text, "cpumond_overload_events_total{watch=\"b\",kind=\"hot\"}") == -1);
 	assert_true(value_of(text, "cpumond_dumps_total{watch=\"a\",capture=\"ptrace\"}") == 1);
 	assert_true(value_of(text, "cpumond_dump_stop_seconds_count{watch=\"a\"}") == 1);
 	assert_true(value_of(text, "cpumond_dump_stop_seconds_bucket{watch=\"a\",le=\"5e-05\"}") == 1);
@@ -325,7 +345,7 @@ static void test_write_atomic(void **state)
 	assert_non_null(m);
 	old_mask = umask(027);   /* the unit's */
 	for (int round = 0; round < 2; round++) {
-		metrics_event(m, "web");
+		metrics_event(m, "web", KIND_HOT);
 		assert_int_equal(metrics_write(m, path), 0);
 		assert_int_equal(stat(tmp, &sb), -1);
 		assert_int_equal(errno, ENOENT);
@@ -341,7 +361,7 @@ static void test_write_atomic(void **state)
 		fclose(in);
 		text = format(m);
 		assert_string_equal(file, text);
-		assert_true(value_of(file, "cpumond_overload_events_total{watch=\"web\"}") == round + 1);
+		assert_true(value_of(file, "cpumond_overload_events_total{watch=\"web\",kind=\"hot\"}") == round + 1);
 		free(text);
 		free(file);
 	}
@@ -377,7 +397,7 @@ static void test_no_watches(void **state)
 	make_config(&f, NULL, 0);
 	m = metrics_new(&f.cfg);
 	assert_non_null(m);
-	metrics_event(m, "x");
+	metrics_event(m, "x", KIND_HOT);
 	text = format(m);
 	assert_null(strstr(text, "watch="));
 	assert_non_null(strstr(text, "cpumond_cycle_seconds_count 0\n"));

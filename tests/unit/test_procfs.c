@@ -306,6 +306,56 @@ static void test_cgroup(void **state)
 	assert_string_equal(tiny, "");
 }
 
+/* ---- pressure, cpu.stat ---- */
+
+static void test_pressure(void **state)
+{
+	struct procfs_pressure p;
+	(void)state;
+	/* This machine's /proc/pressure/cpu. */
+	assert_int_equal(procfs_parse_pressure("some avg10=17.67 avg60=16.22 avg300=23.32 "
+	                                       "total=274467529\nfull avg10=0.00 avg60=0.00 "
+	                                       "avg300=0.00 total=0\n", &p), 0);
+	assert_true(p.some_avg10 > 17.66 && p.some_avg10 < 17.68);
+	assert_true(p.some_total_us == 274467529);
+	/* Only the some line counts, wherever it is; its last field ends it. */
+	assert_int_equal(procfs_parse_pressure("full avg10=1.00 avg60=0.00 avg300=0.00 total=9\n"
+	                                       "some avg10=100.00 avg60=0 avg300=0 total=0", &p), 0);
+	assert_true(p.some_avg10 == 100.0 && p.some_total_us == 0);
+	assert_int_equal(procfs_parse_pressure("", &p), -EINVAL);
+	assert_int_equal(procfs_parse_pressure("full avg10=0.00 total=0\n", &p), -EINVAL);
+	assert_int_equal(procfs_parse_pressure("some avg10=x avg60=0 avg300=0 total=1\n", &p),
+	                 -EINVAL);
+	assert_int_equal(procfs_parse_pressure("some avg10=101.00 avg60=0 avg300=0 total=1\n",
+	                                       &p), -EINVAL);
+	assert_int_equal(procfs_parse_pressure("some avg10=1.00 avg60=0 avg300=0\n", &p), -EINVAL);
+	assert_int_equal(procfs_parse_pressure("some avg10=1.00 avg60=0 avg300=0 total=-1\n", &p),
+	                 -EINVAL);
+	assert_int_equal(procfs_parse_pressure("some avg10=1.00 avg60=0 avg300=0 total=12x\n", &p),
+	                 -EINVAL);
+	/* Cut before the next line: the next line's total is not taken. */
+	assert_int_equal(procfs_parse_pressure("some avg10=1.00 avg60=0\nfull total=3\n", &p),
+	                 -EINVAL);
+}
+
+static void test_cpu_stat(void **state)
+{
+	struct procfs_cpu_stat st;
+	(void)state;
+	assert_int_equal(procfs_parse_cpu_stat("usage_usec 9160324\nuser_usec 6203112\n"
+	                                       "system_usec 2957212\nnr_periods 1204\n"
+	                                       "nr_throttled 311\nthrottled_usec 15327090\n"
+	                                       "nr_bursts 0\nburst_usec 0\n", &st), 0);
+	assert_true(st.nr_throttled == 311 && st.throttled_usec == 15327090);
+	/* The root cgroup, or no cpu controller: only usage. */
+	assert_int_equal(procfs_parse_cpu_stat("usage_usec 1\nuser_usec 1\nsystem_usec 0\n", &st),
+	                 0);
+	assert_true(st.nr_throttled == -1 && st.throttled_usec == -1);
+	assert_int_equal(procfs_parse_cpu_stat("", &st), 0);
+	assert_int_equal(procfs_parse_cpu_stat("nr_throttled x\n", &st), -EINVAL);
+	assert_int_equal(procfs_parse_cpu_stat("throttled_usec -5\n", &st), -EINVAL);
+}
+
 static void test_exe(void **state)
 {
 	bool deleted;
@@ -403,6 +453,20 @@ static void test_syscall(void **state)
 	assert_true(sc.pc == UINT64_MAX);
 	assert_int_equal(procfs_parse_syscall("", &sc), -EINVAL);
 	assert_int_equal(procfs_parse_syscall("runnin", &sc), -EINVAL);
+}
+
+static void test_kstack(void **state)
+{
+	char text[] = "[<0>] futex_wait_queue+0x60/0x90\n[<0>] __futex_wait+0x148/0x1b0\n"
+	              "garbage\n[<0>] \n[<0>] do_syscall_64+0x82/0x190";
+	char empty[] = "";
+	const char *f[4];
+	(void)state;
+	assert_int_equal(procfs_parse_kstack(text, f, 4), 3);
+	assert_string_equal(f[0], "futex_wait_queue+0x60/0x90");
+	assert_string_equal(f[1], "__futex_wait+0x148/0x1b0");
+	assert_string_equal(f[2], "do_syscall_64+0x82/0x190");
+	assert_int_equal(procfs_parse_kstack(empty, f, 4), 0);
 }
 
 static void test_wchan(void **state)
@@ -523,10 +587,13 @@ int main(void)
 		cmocka_unit_test(test_status_rejects_junk),
 		cmocka_unit_test(test_capmask),
 		cmocka_unit_test(test_cgroup),
+		cmocka_unit_test(test_pressure),
+		cmocka_unit_test(test_cpu_stat),
 		cmocka_unit_test(test_exe),
 		cmocka_unit_test(test_cmdline),
 		cmocka_unit_test(test_comm),
 		cmocka_unit_test(test_syscall),
+		cmocka_unit_test(test_kstack),
 		cmocka_unit_test(test_wchan),
 		cmocka_unit_test(test_read_self),
 		cmocka_unit_test(test_read_gone),

@@ -317,6 +317,58 @@ static void test_gated_process(void **state)
 	sampler_free(s);
 }
 
+/* The bound on a thread's wait from the host's CPU pressure. */
+static void test_wait_possible(void **state)
+{
+	const uint64_t s3 = 3000000000u;
+	(void)state;
+	/* Off, or nothing known of the CPUs: never. */
+	assert_false(sampler_wait_possible(800, 0, s3, 0, 2));
+	assert_false(sampler_wait_possible(800, 0, s3, s3, 0));
+	/* No PSI: always. */
+	assert_true(sampler_wait_possible(800, 0, UINT64_MAX, s3, 2));
+	/* Used the threshold already: its demand is over it without waiting. */
+	assert_true(sampler_wait_possible(800, 800, 0, s3, 2));
+	/* No pressure at all: no wait. */
+	assert_false(sampler_wait_possible(800, 0, 0, s3, 2));
+	/* A wait of 800‰ of 3 s on 2 CPUs needs some >= 2.4^2 / (4 * 3) s =
+	 * 0.48 s. */
+	assert_false(sampler_wait_possible(800, 0, 479000000, s3, 2));
+	assert_true(sampler_wait_possible(800, 0, 480000000, s3, 2));
+	/* A thread at 700‰ needs only 100‰ more: 0.3^2 / 12 s = 7.5 ms. */
+	assert_false(sampler_wait_possible(800, 700, 7000000, s3, 2));
+	assert_true(sampler_wait_possible(800, 700, 7500000, s3, 2));
+	/* More CPUs spread the same some time over more: easier. */
+	assert_true(sampler_wait_possible(800, 0, 479000000, s3, 4));
+}
+
+/* Where a wait could have starved a thread, a process under its gate is
+ * read all the same: its threads' demand is wanted. */
+static void test_gate_yields_to_pressure(void **state)
+{
+	struct sampler *s = sampler_new();
+	struct watch_proc self = { .pid = getpid(), .start_ticks = 1, .gate = 50 };
+	const struct sampler_thread *t;
+	size_t n;
+	(void)state;
+
+	sampler_set_cpu_wait(s, UINT64_MAX, 200000000, 2);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	sleep_ms(200);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_int_equal(n, 1);
+	assert_false(t[0].gated);
+	assert_in_range(t[0].demand, t[0].usage, 1000);
+	assert_true(t[0].proc_key != 0 && t[0].proc_key != t[0].key);
+	/* No pressure: gated as before. */
+	sampler_set_cpu_wait(s, 0, 200000000, 2);
+	sleep_ms(200);
+	assert_int_equal(sampler_cycle(s, &self, 1, &t, &n), 0);
+	assert_true(t[0].gated);
+	assert_int_equal(t[0].demand, -1);
+	sampler_free(s);
+}
+
 static void test_thread_replaced_same_count(void **state)
 {
 	struct sampler *s = sampler_new();
@@ -372,6 +424,8 @@ int main(void)
 		cmocka_unit_test(test_usage_after_gate),
 		cmocka_unit_test(test_threads_appear_burn_and_vanish),
 		cmocka_unit_test(test_gated_process),
+		cmocka_unit_test(test_wait_possible),
+		cmocka_unit_test(test_gate_yields_to_pressure),
 		cmocka_unit_test(test_thread_replaced_same_count),
 		cmocka_unit_test(test_vanished_process_is_skipped),
 	};

@@ -67,6 +67,29 @@ static void test_human_no_stack(void **state)
 	free(got);
 }
 
+/* Another kind names itself, and its details follow, escaped. */
+static void test_human_kinds(void **state)
+{
+	struct store_event ev = fixed_event();
+	char *got;
+	(void)state;
+
+	ev.stack.nframes = 0;
+	ev.stack.hash = 0;
+	ev.stack.stop_ns = 0;
+	ev.kind = "starved";
+	ev.usage = 480;
+	ev.run_delay = 520;
+	ev.details = "{\"demand\":1000,\"comm\":\"a\nb\"}";
+	got = format(tail_format_human, &ev);
+	assert_string_equal(got,
+		"2026-11-29 13:04:05 +0000  nginx[4242] thread \"worker-3\"/4250  "
+		"starved: wants 1000‰, got 480‰ (threshold 800‰) (1 sample over)  run delay 520‰  "
+		"[watch web]\n"
+		"  details {\"demand\":1000,\"comm\":\"a\\x0ab\"}\n");
+	free(got);
+}
+
 static void test_human_with_stack(void **state)
 {
 	struct store_event ev = fixed_event();
@@ -432,6 +455,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_human_no_stack, setup_utc),
+		cmocka_unit_test_setup(test_human_kinds, setup_utc),
 		cmocka_unit_test_setup(test_human_with_stack, setup_utc),
 		cmocka_unit_test_setup(test_human_local_offset, setup_utc),
 		cmocka_unit_test_setup(test_human_escapes_names, setup_utc),

@@ -106,6 +106,28 @@ static void test_cooldown_state_expires(void **state)
 	trigger_free(t);
 }
 
+/* Demand counts only while usage is not over the threshold. */
+static void test_starved_level(void **state)
+{
+	const struct trigger_rule rule = { 800, 2, 60000 };
+	struct trigger_state st = { 0 };
+	(void)state;
+
+	assert_int_equal(trigger_starved_level(480, 1000, 800), 1000);
+	assert_int_equal(trigger_starved_level(800, 1000, 800), 1000);
+	assert_int_equal(trigger_starved_level(801, 1000, 800), 0);     /* hot */
+	assert_int_equal(trigger_starved_level(-1, -1, 800), 0);        /* first sample */
+	assert_int_equal(trigger_starved_level(100, -1, 800), 0);       /* gated */
+	assert_int_equal(trigger_starved_level(100, 300, 800), 300);
+	/* The same N over T: two starved samples, the second fires; a hot
+	 * sample in between starts over. */
+	assert_false(trigger_step(&st, trigger_starved_level(480, 1000, 800), &rule, 0));
+	assert_false(trigger_step(&st, trigger_starved_level(900, 1000, 800), &rule, 3000));
+	assert_false(trigger_step(&st, trigger_starved_level(480, 1000, 800), &rule, 6000));
+	assert_true(trigger_step(&st, trigger_starved_level(480, 990, 800), &rule, 9000));
+	assert_false(trigger_step(&st, trigger_starved_level(480, 990, 800), &rule, 12000));
+}
+
 static void test_many_threads(void **state)
 {
 	struct trigger *t = trigger_new();
@@ -125,6 +147,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_threshold_is_exclusive),
+		cmocka_unit_test(test_starved_level),
 		cmocka_unit_test(test_n_over_t_needs_consecutive_samples),
 		cmocka_unit_test(test_cooldown_while_hot),
 		cmocka_unit_test(test_cooldown_survives_cooling),
