@@ -9,7 +9,8 @@
 - `make install` / `make uninstall` into a DESTDIR;
 - `cpumond doctor`'s exit statuses;
 - least privilege, for real: the daemon as an unprivileged uid with only
-  CAP_SYS_PTRACE and CAP_PERFMON (ambient), no_new_privs and RLIMIT_RTPRIO
+  the unit's capabilities (CAP_SYS_PTRACE, CAP_PERFMON, CAP_DAC_READ_SEARCH:
+  read from systemd/cpumond.service), no_new_privs and RLIMIT_RTPRIO
   1, as the unit runs it, takes a stack of a root process with perf
   (capture "perf", capture = auto), and a member of its group reads the
   log.
@@ -36,6 +37,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testlib import HOT_THRESHOLD, check, poll, run, skip, summary  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def unit_caps():
+    """The unit's AmbientCapabilities= ("CAP_SYS_PTRACE CAP_PERFMON ..."),
+    and the same as setpriv's list ("+sys_ptrace,+perfmon,...")."""
+    with open(os.path.join(ROOT, "systemd", "cpumond.service")) as f:
+        m = re.search(r"^AmbientCapabilities=(.*)$", f.read(), re.M)
+    caps = m.group(1).split() if m else []
+    return " ".join(caps), ",".join("+" + c[len("CAP_"):].lower() for c in caps)
+
+
+# The least-privilege case runs the daemon with exactly these.
+UNIT_CAPS, SETPRIV_CAPS = unit_caps()
 
 
 def write_config(path, db, pid, interval="200ms"):
@@ -222,10 +236,13 @@ def test_unit(build, tmp):
           and not r.stdout.strip(), (r.stdout + r.stderr).strip())
     for key in ("Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure",
                 "User=cpumond", "StateDirectory=cpumond", "ConfigurationDirectory=cpumond",
-                "AmbientCapabilities=CAP_SYS_PTRACE CAP_PERFMON\n",
-                "CapabilityBoundingSet=CAP_SYS_PTRACE CAP_PERFMON\n",
+                f"AmbientCapabilities={UNIT_CAPS}\n",
+                f"CapabilityBoundingSet={UNIT_CAPS}\n",
                 "WatchdogSec="):
         check(f"unit: has {key}", re.search("^" + re.escape(key), text, re.M), "missing")
+    check("unit: ptrace, perf and /proc/TID/syscall's capabilities, nothing else",
+          sorted(UNIT_CAPS.split()) == ["CAP_DAC_READ_SEARCH", "CAP_PERFMON", "CAP_SYS_PTRACE"],
+          UNIT_CAPS)
     check("unit: no PrivateUsers= (it breaks CAP_SYS_PTRACE)",
           not re.search(r"^PrivateUsers=", text, re.M), "present")
     filters = " ".join(re.findall(r"^SystemCallFilter=([^~].*)$", text, re.M))
@@ -388,7 +405,7 @@ def free_id(start):
 
 
 def test_least_privilege(build, tmp):
-    name = "least privilege: uid without root, only CAP_SYS_PTRACE and CAP_PERFMON"
+    name = f"least privilege: uid without root, only {UNIT_CAPS}"
     hotchain = os.path.join(build, "tests", "hotchain")
     if os.geteuid() != 0:
         skip(name, "needs root to drop to another uid")
@@ -433,19 +450,17 @@ def test_least_privilege(build, tmp):
         write_config(conf, db, pid)
         os.chmod(conf, 0o644)
         # What the unit gives: User=, AmbientCapabilities= and
-        # CapabilityBoundingSet=CAP_SYS_PTRACE CAP_PERFMON, NoNewPrivileges=,
-        # LimitRTPRIO=1.
+        # CapabilityBoundingSet= (UNIT_CAPS), NoNewPrivileges=, and
         # LimitRTPRIO=1 where this machine lets root raise it.
         rt = ["prlimit", "--rtprio=1"]
         if subprocess.run(rt + ["true"], capture_output=True).returncode != 0:
             rt = []
         asuser = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                  "--inh-caps=-all,+sys_ptrace,+perfmon",
-                  "--ambient-caps=-all,+sys_ptrace,+perfmon",
-                  "--bounding-set=-all,+sys_ptrace,+perfmon", "--no-new-privs"]
+                  f"--inh-caps=-all,{SETPRIV_CAPS}", f"--ambient-caps=-all,{SETPRIV_CAPS}",
+                  f"--bounding-set=-all,{SETPRIV_CAPS}", "--no-new-privs"]
         r = subprocess.run(rt + asuser + [binary, "doctor", "-c", conf],
                            capture_output=True, text=True, timeout=30)
-        check("least privilege: doctor passes with only CAP_SYS_PTRACE and CAP_PERFMON",
+        check(f"least privilege: doctor passes with only {UNIT_CAPS}",
               r.returncode == 0, r.stdout + r.stderr)
         check("least privilege: doctor says the daemon samples with perf",
               re.search(r"^ok +capture = auto: perf", r.stdout, re.M), r.stdout)

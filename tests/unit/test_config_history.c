@@ -67,7 +67,7 @@ static void test_printed(void **state)
 	parse_good("[cpumond]\nhistory_threads = 0\nhistory_floor = 250\n" WATCH, &cfg);
 	config_print(&cfg, f);
 	fclose(f);
-	assert_non_null(strstr(text, "journal = yes\nhistory_threads = 0\nhistory_floor = 250\n\n"));
+	assert_non_null(strstr(text, "stall_after = 0ms\nhistory_threads = 0\nhistory_floor = 250\n\n"));
 	free(text);
 	config_free(&cfg);
 }
