@@ -232,29 +232,21 @@ out:
 int report_write_pprof(const struct report_options *opt, const struct report *r, FILE *out)
 {
 	struct pprof_buf gz = { 0 };
-	FILE *file = out;
+	FILE *file;
 	int e = build(opt, r, &gz);
 
 	if (e < 0) {
 		log_errno(LOG_ERR, -e, "cannot make the profile");
 		return e;
 	}
-	if (strcmp(opt->pprof_path, "-") != 0) {
-		file = fopen(opt->pprof_path, "we");
-		if (!file) {
-			e = -errno;
-			log_errno(LOG_ERR, errno, "cannot write %s", opt->pprof_path);
-			pprof_buf_free(&gz);
-			return e;
-		}
+	if ((e = report_open_output(opt->pprof_path, out, &file)) < 0) {
+		pprof_buf_free(&gz);
+		return e;
 	}
 	errno = 0;
 	if (fwrite(gz.data, 1, gz.len, file) != gz.len || fflush(file) == EOF)
 		e = errno ? -errno : -EIO;
-	if (file != out && fclose(file) != 0 && e == 0)
-		e = -errno;
-	if (e < 0)
-		log_errno(LOG_ERR, -e, "cannot write %s", opt->pprof_path);
+	e = report_close_output(file, out, opt->pprof_path, e);
 	pprof_buf_free(&gz);
 	return e;
 }

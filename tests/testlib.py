@@ -355,3 +355,26 @@ class Daemon:
 
     def stop(self, timeout=10):
         return stop(self.proc, signal.SIGTERM, timeout)
+
+
+class HistoryRun:
+    """hotchain (THREADS threads, one hot) and the daemon watching it at a
+    200 ms interval with every thread over FLOOR permille kept in the usage
+    history (test_top, test_usage): cpumond, db, target, hot (its hot tid),
+    daemon."""
+
+    def __init__(self, build, tmp, name, threads, floor):
+        self.cpumond = os.path.join(build, "cpumond")
+        self.db = os.path.join(tmp, f"{name}.db")
+        self.target = Target(build, threads=threads, hot=1)
+        self.hot = self.target.hot[0] if self.target.hot else None
+        conf = os.path.join(tmp, f"{name}.conf")
+        with open(conf, "w") as f:
+            f.write(f"[cpumond]\ninterval = 200ms\nthreshold = {HOT_THRESHOLD}\nstarved = no\n"
+                    f"history_floor = {floor}\ncooldown = 1h\ndatabase = {self.db}\n"
+                    f"[watch hot]\npid = {self.target.pid}\n")
+        self.daemon = Daemon(build, conf, tmp, name=f"{name}-daemon")
+
+    def stop(self):
+        self.daemon.stop()
+        self.target.stop()

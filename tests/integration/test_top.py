@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import (HOT_THRESHOLD, Daemon, Target, check, poll, ptrace_allowed,  # noqa: E402
+from testlib import (HOT_THRESHOLD, HistoryRun, check, poll, ptrace_allowed,  # noqa: E402
                      query, run, skip, summary)
 
 TMUX = shutil.which("tmux")
@@ -39,31 +39,18 @@ def rows(out):
     return out.splitlines()[2:]
 
 
-class Setup:
+class Setup(HistoryRun):
     """hotchain (2 threads, 1 hot) watched by the daemon at a 200 ms
     interval, every thread over 20‰ kept in the history."""
 
     def __init__(self, build, tmp):
-        self.cpumond = os.path.join(build, "cpumond")
-        self.db = os.path.join(tmp, "top.db")
-        self.target = Target(build, threads=2, hot=1)
-        self.hot = self.target.hot[0] if self.target.hot else None
-        conf = os.path.join(tmp, "top.conf")
-        with open(conf, "w") as f:
-            f.write(f"[cpumond]\ninterval = 200ms\nthreshold = {HOT_THRESHOLD}\n"
-                    f"history_floor = 20\ncooldown = 1h\ndatabase = {self.db}\n"
-                    f"[watch hot]\npid = {self.target.pid}\n")
-        self.daemon = Daemon(build, conf, tmp, name="top-daemon")
+        super().__init__(build, tmp, "top", threads=2, floor=20)
 
     def first_row_is_hot(self):
         """`top --once` once its first row is the hot thread's, else None."""
         rc, out, _ = top(self.cpumond, "-d", self.db, "--once")
         r = rows(out)
         return out if rc == 0 and r and f"/{self.hot} " in r[0] else None
-
-    def stop(self):
-        self.daemon.stop()
-        self.target.stop()
 
 
 def test_once(s):

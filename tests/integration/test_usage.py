@@ -33,7 +33,7 @@ import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from testlib import (HOT_THRESHOLD, Daemon, Target, check, poll, ptrace_allowed,  # noqa: E402
+from testlib import (HOT_THRESHOLD, HistoryRun, check, poll, ptrace_allowed,  # noqa: E402
                      query, run, skip, summary)
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -57,19 +57,10 @@ def table_tids(out):
     return tids
 
 
-class Setup:
+class Setup(HistoryRun):
     def __init__(self, build, tmp):
-        self.cpumond = os.path.join(build, "cpumond")
+        super().__init__(build, tmp, "usage", threads=3, floor=FLOOR)
         self.tmp = tmp
-        self.db = os.path.join(tmp, "usage.db")
-        self.target = Target(build, threads=3, hot=1)
-        self.hot = self.target.hot[0] if self.target.hot else None
-        conf = os.path.join(tmp, "usage.conf")
-        with open(conf, "w") as f:
-            f.write(f"[cpumond]\ninterval = 200ms\nthreshold = {HOT_THRESHOLD}\n"
-                    f"history_floor = {FLOOR}\ncooldown = 1h\ndatabase = {self.db}\n"
-                    f"[watch hot]\npid = {self.target.pid}\n")
-        self.daemon = Daemon(build, conf, tmp, name="usage-daemon")
         self.until = None
 
     def window(self):
@@ -79,10 +70,6 @@ class Setup:
 
     def usage(self, *args):
         return report(self.cpumond, "--usage", "-d", self.db, "--until", self.window(), *args)
-
-    def stop(self):
-        self.daemon.stop()
-        self.target.stop()
 
 
 def wait_for_history(s):

@@ -313,6 +313,26 @@ static uint64_t wait_read_site(pid_t pid, pid_t tid, uint64_t not_pc)
 	return 0;
 }
 
+/* Starts stackcases --case sites: its pid, *IN its stdin (each byte moves
+ * its thread to the other read site) and *TID that thread; skips the test
+ * when it cannot. */
+static pid_t start_sites(int *in, int *tid)
+{
+	const char *path = getenv("STACKCASES") ? getenv("STACKCASES") : "build/tests/stackcases";
+	char *const argv[] = { (char *)(uintptr_t)path, "--case", "sites", "--timeout", "60", NULL };
+	char buf[256], why[512];
+
+	require_target();
+	pid_t pid = spawn_ready(path, argv, in, buf, sizeof(buf), why, sizeof(why));
+	if (pid < 0) {
+		print_message("skipped: %s\n", why);
+		skip();
+	}
+	char *t = strstr(buf, "tid ");
+	*tid = t ? atoi(t + 4) : 0;
+	return pid;
+}
+
 /* The same functions caught at two different instructions hash the same.
  * The thread of stackcases --case sites sits in read(2) at one of two
  * syscall instructions of sites_leaf, and moves to the other with each byte
@@ -320,23 +340,12 @@ static uint64_t wait_read_site(pid_t pid, pid_t tid, uint64_t not_pc)
  * by the luck of where interrupts land. */
 static void test_live_hash_ignores_leaf_instruction(void **state)
 {
-	const char *path = getenv("STACKCASES") ? getenv("STACKCASES") : "build/tests/stackcases";
-	char *const argv[] = { (char *)(uintptr_t)path, "--case", "sites", "--timeout", "60", NULL };
-	char buf[256], why[512];
 	struct stackdump_stack st[2];
 	uint64_t pc[2] = { 0, 0 };
-	int in, tid = 0;
+	int in, tid;
 
 	(void)state;
-	require_target();
-	pid_t pid = spawn_ready(path, argv, &in, buf, sizeof(buf), why, sizeof(why));
-	if (pid < 0) {
-		print_message("skipped: %s\n", why);
-		skip();
-	}
-	char *t = strstr(buf, "tid ");
-	if (t)
-		tid = atoi(t + 4);
+	pid_t pid = start_sites(&in, &tid);
 	for (int i = 0; i < 2; i++) {
 		pc[i] = wait_read_site(pid, tid, i ? pc[0] : 0);
 		if (!pc[i])
@@ -403,25 +412,14 @@ static int copy_blocked(pid_t tid, struct stackdump_copy *copy, unsigned char *s
  * look at the same state by construction. */
 static void test_live_copy_matches_stop(void **state)
 {
-	const char *path = getenv("STACKCASES") ? getenv("STACKCASES") : "build/tests/stackcases";
-	char *const argv[] = { (char *)(uintptr_t)path, "--case", "sites", "--timeout", "60", NULL };
 	static unsigned char stack[64 * 1024];
-	char buf[256], why[512];
 	struct stackdump_stack stopped, copied = { 0 };
 	struct stackdump_copy copy = { 0 };
-	int in, tid = 0, r, rc = -1;
+	int in, tid, r, rc = -1;
 	uint64_t pc;
 
 	(void)state;
-	require_target();
-	pid_t pid = spawn_ready(path, argv, &in, buf, sizeof(buf), why, sizeof(why));
-	if (pid < 0) {
-		print_message("skipped: %s\n", why);
-		skip();
-	}
-	char *t = strstr(buf, "tid ");
-	if (t)
-		tid = atoi(t + 4);
+	pid_t pid = start_sites(&in, &tid);
 	pc = wait_read_site(pid, tid, 0);
 	r = dump_retrying(pid, tid, &stopped);
 	running_again_in(pid, tid, 0);
