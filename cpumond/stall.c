@@ -290,6 +290,11 @@ static struct thread_state *find_or_add(struct stall *st, uint64_t key, uint64_t
 	return &st->v[i];
 }
 
+uint64_t stall_due_ms(uint64_t stall_after_ms, int consecutive, uint64_t interval_ms)
+{
+	return stall_after_ms + (consecutive > 1 ? (uint64_t)(consecutive - 1) * interval_ms : 0);
+}
+
 enum stall_step stall_observe(struct stall *st, uint64_t key, bool still, uint64_t now_ms,
                               uint64_t stall_after_ms, uint64_t *since_ms)
 {

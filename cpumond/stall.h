@@ -124,6 +124,12 @@ enum stall_step {
 	                        when the stall began (the last cycle it ran) */
 };
 
+/* The N-over-T rule of stall events: a thread is checked once it has been
+ * still for STALL_AFTER_MS at CONSECUTIVE cycles in a row, that is still
+ * for STALL_AFTER_MS plus CONSECUTIVE - 1 intervals of INTERVAL_MS (a
+ * CONSECUTIVE below 1 counts as 1). */
+uint64_t stall_due_ms(uint64_t stall_after_ms, int consecutive, uint64_t interval_ms);
+
 /* One cycle's fact of thread KEY: STILL (not scheduled since the last
  * cycle; sampler_thread.still), at NOW_MS (monotonic).  *SINCE_MS gets
  * the last time it was seen running (or first seen). */

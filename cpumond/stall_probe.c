@@ -639,7 +639,9 @@ void stall_cycle(struct stall *st, const struct config *cfg, const struct watch_
 		enum stall_verdict v;
 		uint64_t since;
 
-		switch (stall_observe(st, t->key, t->still, now_ms, cfg->stall_after_ms, &since)) {
+		switch (stall_observe(st, t->key, t->still, now_ms,
+		                      stall_due_ms(cfg->stall_after_ms, wc->consecutive,
+		                                   cfg->interval_ms), &since)) {
 		case STALL_NOTHING:
 			continue;
 		case STALL_ENDED:

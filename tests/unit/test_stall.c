@@ -178,6 +178,16 @@ static void test_state_check_once_per_still_period(void **state)
 	stall_free(st);
 }
 
+/* consecutive = N: still for stall_after at N cycles in a row. */
+static void test_due_after_consecutive(void **state)
+{
+	(void)state;
+	assert_int_equal(stall_due_ms(600, 1, 300), 600);
+	assert_int_equal(stall_due_ms(600, 0, 300), 600);
+	assert_int_equal(stall_due_ms(600, 3, 300), 1200);
+	assert_int_equal(stall_due_ms(10000, 2, 3000), 13000);
+}
+
 static void test_sweep_forgets_exited(void **state)
 {
 	struct stall *st = stall_new();
@@ -205,6 +215,7 @@ int main(void)
 		cmocka_unit_test(test_lock_wait_owner_address),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_owner_chain),
+		cmocka_unit_test(test_due_after_consecutive),
 		cmocka_unit_test(test_state_check_once_per_still_period),
 		cmocka_unit_test(test_sweep_forgets_exited),
 	};
