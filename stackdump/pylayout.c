@@ -6,6 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Whether a field of WIDTH bytes at offset OFF lies within SIZE bytes. */
+static bool fits(uint64_t off, uint64_t width, uint64_t size)
+{
+	return size >= width && off <= size - width;
+}
+
 /* ---- layouts ----
  *
  * CPython 3.11, from its own headers (Debian 12's python3.11-dev 3.11.2,
@@ -166,22 +172,28 @@ int pyframes_layout_from_debug(const void *image, size_t len, unsigned version,
 		.bytes_size = (uint32_t)d.bytes_object.ob_size,
 		.bytes_sval = (uint32_t)d.bytes_object.ob_sval,
 	};
-	/* Each offset must leave its field inside what the walk reads. */
+	/* Each offset must leave its field inside what the walk reads: checked
+	 * on the 64-bit values as published (an offset near 2^64 must not wrap
+	 * round to a small one, nor a size be cut to 32 bits). */
 	bool ok = d.pyobject.ob_type == OB_TYPE && d.runtime_state.interpreters_head < (1u << 20) &&
 	          d.interpreter_state.next < (1u << 20) && d.interpreter_state.threads_head < (1u << 20) &&
-	          L->tstate_size <= PYFRAMES_TSTATE_MAX && d.thread_state.datastack_chunk <= PYFRAMES_TSTATE_MAX &&
-	          d.thread_state.next + 8 <= L->tstate_size &&
-	          d.thread_state.native_thread_id + 8 <= L->tstate_size &&
-	          d.thread_state.current_frame + 8 <= L->tstate_size && L->tstate_current_frame &&
-	          L->frame_size <= 256 && d.frame.previous + 8 <= L->frame_size &&
-	          d.frame.executable + 8 <= L->frame_size && d.frame.instr_ptr + 8 <= L->frame_size &&
-	          d.frame.owner < L->frame_size && L->code_size <= 256 &&
-	          d.code_object.filename + 8 <= L->code_size && d.code_object.qualname + 8 <= L->code_size &&
-	          d.code_object.linetable + 8 <= L->code_size &&
-	          d.code_object.firstlineno + 4 <= L->code_size &&
-	          L->str_compact_size <= 128 && d.unicode_object.state + 4 <= L->str_ascii_size &&
-	          d.unicode_object.length + 8 <= L->str_ascii_size && L->bytes_sval <= 64 &&
-	          d.bytes_object.ob_size + 8 <= L->bytes_sval;
+	          d.thread_state.datastack_chunk <= PYFRAMES_TSTATE_MAX - 24 &&
+	          fits(d.thread_state.next, 8, L->tstate_size) &&
+	          fits(d.thread_state.native_thread_id, 8, L->tstate_size) &&
+	          fits(d.thread_state.current_frame, 8, L->tstate_size) && L->tstate_current_frame &&
+	          d.frame.localsplus <= 256 && fits(d.frame.previous, 8, d.frame.localsplus) &&
+	          fits(d.frame.executable, 8, d.frame.localsplus) &&
+	          fits(d.frame.instr_ptr, 8, d.frame.localsplus) &&
+	          fits(d.frame.owner, 1, d.frame.localsplus) &&
+	          d.code_object.co_code_adaptive <= 256 &&
+	          fits(d.code_object.filename, 8, d.code_object.co_code_adaptive) &&
+	          fits(d.code_object.qualname, 8, d.code_object.co_code_adaptive) &&
+	          fits(d.code_object.linetable, 8, d.code_object.co_code_adaptive) &&
+	          fits(d.code_object.firstlineno, 4, d.code_object.co_code_adaptive) &&
+	          d.unicode_object.asciiobject_size <= 128 - 16 &&
+	          fits(d.unicode_object.state, 4, d.unicode_object.asciiobject_size) &&
+	          fits(d.unicode_object.length, 8, d.unicode_object.asciiobject_size) &&
+	          d.bytes_object.ob_sval <= 64 && fits(d.bytes_object.ob_size, 8, d.bytes_object.ob_sval);
 	if (!ok) {
 		snprintf(why, whysz, "its debug offsets are out of range");
 		return -EINVAL;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "stackdump/pyframes.h"
+#include "stackdump/pyframes_internal.h"
 #include "tests/fuzz/pyimage.h"
 
 #include <errno.h>
@@ -411,6 +412,16 @@ static void test_debug_offsets(void **state)
 	d[0] = 'x';
 	uint64_t huge = 1ull << 40;
 	memcpy(d + 8 + 16 + 24 + 13 * 8 + 4 * 8, &huge, 8);   /* thread_state.current_frame */
+	assert_int_equal(pyframes_layout_from_debug(d, size, 0x030d, &L, why, sizeof(why)),
+	                 -EINVAL);
+	assert_string_equal(why, "its debug offsets are out of range");
+	free(im.data);
+	/* An offset near 2^64 must not wrap round to a small one (fuzz_pyframes
+	 * found frame.executable = -5 passing "+ 8 <= size"). */
+	load_seed("seed-313-debug-offsets", &im);
+	d = im.data + 0x800;
+	uint64_t minus5 = (uint64_t)-5;
+	memcpy(d + offsetof(struct debug_offsets, frame.executable), &minus5, 8);
 	assert_int_equal(pyframes_layout_from_debug(d, size, 0x030d, &L, why, sizeof(why)),
 	                 -EINVAL);
 	assert_string_equal(why, "its debug offsets are out of range");
