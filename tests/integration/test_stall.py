@@ -45,6 +45,17 @@ def start_stallcases(build):
     return proc, got
 
 
+def start_daemon(build, tmp, name, pid, env=None):
+    """The daemon watching PID at 200 ms with stall_after 400 ms: (its
+    database, the Daemon)."""
+    db = os.path.join(tmp, f"{name}.db")
+    conf = os.path.join(tmp, f"{name}.conf")
+    with open(conf, "w") as f:
+        f.write(f"[cpumond]\ninterval = 200ms\nstall_after = 400ms\ncooldown = 1h\n"
+                f"database = {db}\n[watch s]\npid = {pid}\n")
+    return db, Daemon(build, conf, tmp, name=name, env=env)
+
+
 def test_stalls(build, tmp):
     name = "stall"
     if not ptrace_allowed():
@@ -56,12 +67,7 @@ def test_stalls(build, tmp):
         if t["pid"] is None or len(t["stuck"]) != 4:
             check(f"{name}: stallcases ready", False, str(t))
             return
-        db = os.path.join(tmp, "stall.db")
-        conf = os.path.join(tmp, "stall.conf")
-        with open(conf, "w") as f:
-            f.write(f"[cpumond]\ninterval = 200ms\nstall_after = 400ms\ncooldown = 1h\n"
-                    f"database = {db}\n[watch s]\npid = {t['pid']}\n")
-        daemon = Daemon(build, conf, tmp, name="stall")
+        db, daemon = start_daemon(build, tmp, "stall", t["pid"])
         stuck = t["stuck"]
 
         def rows():
@@ -149,13 +155,8 @@ def test_probe_deadline(build, tmp):
         if t["pid"] is None or len(t["stuck"]) != 4:
             check(f"{name}: stallcases ready", False, str(t))
             return
-        db = os.path.join(tmp, "hang.db")
-        conf = os.path.join(tmp, "hang.conf")
-        with open(conf, "w") as f:
-            f.write(f"[cpumond]\ninterval = 200ms\nstall_after = 400ms\ncooldown = 1h\n"
-                    f"database = {db}\n[watch s]\npid = {t['pid']}\n")
-        daemon = Daemon(build, conf, tmp, name="hang",
-                        env=dict(os.environ, CPUMOND_TEST_PROBE_HANG="1"))
+        db, daemon = start_daemon(build, tmp, "hang", t["pid"],
+                                  env=dict(os.environ, CPUMOND_TEST_PROBE_HANG="1"))
         stuck = t["stuck"]
 
         def rows():
