@@ -4,19 +4,23 @@
  * target (bench/kit/pausemeter.c) saw around it.
  *
  *   perf_bench --pid P --tid T [--period-ms N] [--read-ms R] [--seconds S]
- *              [--stack BYTES] [--windows FILE]
+ *              [--stack BYTES|fit] [--windows FILE]
  *
  * Samples thread T every N ms of its CPU time (default 10) for S seconds
  * (default 2), reading every R ms (default 50, the daemon's
  * sample_interval), with a stack copy of at most BYTES (default the
- * largest, PERFSAMPLE_STACK_MAX).  Appends to FILE one line per sample:
- *   win perf-BYTES T_NS T_NS+1 STACK_LEN NAMED UNWIND_NS
+ * largest, PERFSAMPLE_STACK_MAX); fit: the largest, fitted to the stack
+ * by perfsample_adapt after each unwind, as the daemon does.  Appends to
+ * FILE one line per sample (TOOL perf-BYTES, or perf-fit):
+ *   win TOOL T_NS T_NS+1 STACK_LEN NAMED UNWIND_NS
  * (T_NS the sample's CLOCK_MONOTONIC time, taken by the kernel in the
  * interrupt; NAMED 1 when the unwound stack names pm_hot_loop), and prints
- *   tool=perf-BYTES samples=N lost=L open_us=O first_us=F second_us=S cpu_per_sample_us=C
+ *   tool=TOOL samples=N lost=L open_us=O first_us=F second_us=S cpu_per_sample_us=C
+ *   copy=BYTES refits=R
  * O how long perfsample_open took, F and S the first and second samples'
  * times after it was called (the one-shot event's and the periodic one's), C this
- * process's CPU (user + system) over the samples.
+ * process's CPU (user + system) over the samples, BYTES the stack copy at
+ * the end and R how many times perfsample_adapt changed it.
  */
 #include "stackdump/perfsample.h"
 #include "stackdump/stackdump.h"
@@ -31,6 +35,8 @@
 
 struct run {
 	struct stackdump *sd;
+	struct perfsample *ps;
+	bool fit;                /* each sample handed to perfsample_adapt */
 	FILE *wf;
 	char tool[32];
 	uint64_t open_ns, opened_ns, first_ns, second_ns;
@@ -60,6 +66,8 @@ static int one_sample(const struct perfsample_sample *s, void *arg)
 	struct stackdump_stack st;
 	uint64_t t0 = now_ns();
 	int r = stackdump_thread_copy(run->sd, s->pid, s->tid, &s->copy, 256, &st);
+	if (r >= 0 && run->fit)
+		perfsample_adapt(run->ps, s, &st);
 	uint64_t t1 = now_ns();
 	int named = 0;
 
@@ -80,6 +88,7 @@ static int one_sample(const struct perfsample_sample *s, void *arg)
 int main(int argc, char **argv)
 {
 	long pid = 0, tid = 0, period_ms = 10, read_ms = 50, stack = 0;
+	bool fit = false;
 	double seconds = 2;
 	const char *windows = NULL;
 
@@ -96,6 +105,8 @@ int main(int argc, char **argv)
 			read_ms = strtol(val, NULL, 10);
 		else if (strcmp(opt, "--seconds") == 0)
 			seconds = strtod(val, NULL);
+		else if (strcmp(opt, "--stack") == 0 && strcmp(val, "fit") == 0)
+			fit = true;
 		else if (strcmp(opt, "--stack") == 0)
 			stack = strtol(val, NULL, 10);
 		else if (strcmp(opt, "--windows") == 0)
@@ -106,10 +117,11 @@ int main(int argc, char **argv)
 	if (pid <= 0 || tid <= 0 || period_ms < 1 || read_ms < 1 || seconds <= 0 || stack < 0 ||
 	    argc % 2 == 0) {
 		fputs("usage: perf_bench --pid P --tid T [--period-ms N] [--read-ms R] [--seconds S] "
-		      "[--stack BYTES] [--windows FILE]\n", stderr);
+		      "[--stack BYTES|fit] [--windows FILE]\n", stderr);
 		return 2;
 	}
-	struct run run = { .sd = stackdump_new(), .wf = windows ? fopen(windows, "a") : NULL };
+	struct run run = { .sd = stackdump_new(), .fit = fit,
+	                   .wf = windows ? fopen(windows, "a") : NULL };
 	struct perfsample *ps;
 	struct perfsample_info info;
 	char why[300];
@@ -127,8 +139,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "perf_bench: %s\n", why);
 		return 1;
 	}
+	run.ps = ps;
 	perfsample_info(ps, &info);
-	snprintf(run.tool, sizeof(run.tool), "perf-%zu", info.stack_size);
+	if (fit)
+		snprintf(run.tool, sizeof(run.tool), "perf-fit");
+	else
+		snprintf(run.tool, sizeof(run.tool), "perf-%zu", info.stack_size);
 	uint64_t end = run.open_ns + (uint64_t)(seconds * 1e9);
 	while (r >= 0 && now_ns() < end) {
 		struct timespec gap = { read_ms / 1000, (read_ms % 1000) * 1000000 };
@@ -141,11 +157,11 @@ int main(int argc, char **argv)
 	if (r < 0)
 		fprintf(stderr, "perf_bench: tid %ld: %s\n", tid, strerror(-r));
 	printf("tool=%s samples=%ld lost=%" PRIu64 " open_us=%.1f first_us=%.1f second_us=%.1f "
-	       "cpu_per_sample_us=%.1f\n", run.tool, run.n, info.lost,
+	       "cpu_per_sample_us=%.1f copy=%zu refits=%u\n", run.tool, run.n, info.lost,
 	       ((double)run.opened_ns - (double)run.open_ns) / 1e3,
 	       run.n > 0 ? ((double)run.first_ns - (double)run.open_ns) / 1e3 : -1.0,
 	       run.n > 1 ? ((double)run.second_ns - (double)run.open_ns) / 1e3 : -1.0,
-	       run.n ? (double)cpu / 1e3 / (double)run.n : 0.0);
+	       run.n ? (double)cpu / 1e3 / (double)run.n : 0.0, info.stack_copy, info.refits);
 	if (run.wf)
 		fclose(run.wf);
 	stackdump_free(run.sd);

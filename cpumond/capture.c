@@ -454,6 +454,7 @@ static bool sample_one(struct capture *c, struct capture_event *ev, uint64_t now
 struct perf_read {
 	struct capture *c;
 	struct capture_event *ev;
+	struct perfsample *perf;
 	uint64_t now_ms;
 	bool end;                /* add_sample ended the episode */
 };
@@ -477,6 +478,11 @@ static int perf_sample(const struct perfsample_sample *s, void *arg)
 	}
 	rc = stackdump_thread_copy(r->c->dumper, ep->pid, ep->tid, &s->copy, r->c->cfg->max_frames,
 	                           &stack);
+	/* The next samples' stack copy fitted to this thread's stack: the
+	 * copy is most of what a sample costs the thread.  A refit that fails
+	 * keeps the copy as it was. */
+	if (rc >= 0)
+		(void)perfsample_adapt(r->perf, s, &stack);
 	if (!add_sample(r->c, r->ev, rc, &stack, METRICS_PERF)) {
 		r->end = true;
 		return -ECANCELED;
@@ -504,7 +510,7 @@ static bool perf_step(struct capture *c, struct run *run, uint64_t now_ms)
 {
 	struct capture_event *ev = run->ev;
 	struct episode *ep = &ev->ep;
-	struct perf_read r = { c, ev, now_ms, false };
+	struct perf_read r = { c, ev, run->perf, now_ms, false };
 	struct perfsample_info info;
 	uint64_t busy;
 	bool runnable;

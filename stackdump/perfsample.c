@@ -42,15 +42,20 @@ _Static_assert(PERFSAMPLE_STACK_MAX % 8 == 0, "the kernel wants the stack size a
  * (perf_swevent_init_hrtimer): the one-shot first sample. */
 #define FIRST_PERIOD_NS 10000
 #define STACK_STEP (8u * 1024)
+/* A fitted copy is a multiple of this. */
+#define FIT_ROUND 512u
 
 struct perfsample {
-	int fd;                  /* the periodic event; owns the ring */
-	int first_fd;            /* the one-shot event, writing into that ring */
+	int ring_fd;             /* the one-shot event; owns the ring */
+	int fd;                  /* the periodic event, writing into that ring;
+	                            perfsample_adapt replaces it */
 	struct perf_event_mmap_page *page;
 	size_t map_len;
 	unsigned char *data;     /* the ring's data part, ring_bytes long */
 	unsigned char *rec;      /* a record that wraps the ring's end, copied */
 	bool execd;              /* the thread exec'd: the event is gone */
+	bool fitted;             /* the copy was fitted (or grown): it is not
+	                            made smaller again */
 	struct perfsample_info info;
 };
 
@@ -189,12 +194,6 @@ static void attr_fill(struct perf_event_attr *a, uint64_t period, size_t stack, 
 	 * per sample (issue 17). */
 	a->watermark = 1;
 	a->wakeup_watermark = (uint32_t)(ring / 4 * 3);
-	/* A COMM record marks an exec in the ring, between the old
-	 * program's samples and the new one's (perfsample_read drops the old
-	 * ones).  Not remove_on_exec: the event would go without that mark,
-	 * and the samples in the ring could not be told from an exit's. */
-	a->comm = 1;
-	a->comm_exec = 1;
 }
 
 static int event_open(struct perf_event_attr *a, pid_t tid)
@@ -202,14 +201,17 @@ static int event_open(struct perf_event_attr *a, pid_t tid)
 	return (int)syscall(SYS_perf_event_open, a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-/* Opens the periodic event at the largest stack copy the kernel takes
- * (from STACK down in STACK_STEP steps).  Returns the fd or -errno. */
-static int open_periodic(pid_t tid, uint64_t period, size_t stack, long page,
-                         struct perf_event_attr *a, size_t *stack_out)
+/* Opens the ring's event, the one-shot first sample, disabled, at the
+ * largest stack copy the kernel takes (from STACK down in STACK_STEP
+ * steps).  Returns the fd or -errno. */
+static int open_first(pid_t tid, size_t stack, long page, size_t *stack_out)
 {
+	struct perf_event_attr a;
+
 	for (;;) {
-		attr_fill(a, period, stack, ring_pages(stack, page) * (size_t)page);
-		int fd = event_open(a, tid);
+		attr_fill(&a, FIRST_PERIOD_NS, stack, ring_pages(stack, page) * (size_t)page);
+		a.disabled = 1;
+		int fd = event_open(&a, tid);
 		if (fd >= 0) {
 			*stack_out = stack;
 			return fd;
@@ -221,11 +223,35 @@ static int open_periodic(pid_t tid, uint64_t period, size_t stack, long page,
 	}
 }
 
+/* Opens the periodic event with a stack copy of STACK bytes, writing into
+ * PS's ring, enabled.  Returns the fd or -errno. */
+static int open_periodic(struct perfsample *ps, size_t stack)
+{
+	struct perf_event_attr a;
+
+	attr_fill(&a, ps->info.period_ns, stack, ps->info.ring_bytes);
+	/* A COMM record marks an exec in the ring, between the old
+	 * program's samples and the new one's (perfsample_read drops the old
+	 * ones).  Not remove_on_exec: the event would go without that mark,
+	 * and the samples in the ring could not be told from an exit's. */
+	a.comm = a.comm_exec = 1;
+	a.disabled = 1;
+	int fd = event_open(&a, ps->info.tid);
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ps->ring_fd) != 0 ||
+	    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+		int err = errno;
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
 int perfsample_open(pid_t tid, uint64_t period_ns, size_t stack_max,
                     struct perfsample **out, char *why, size_t whylen)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	struct perf_event_attr a;
 	size_t stack = stack_max ? stack_max : PERFSAMPLE_STACK_MAX;
 	int r;
 
@@ -241,20 +267,21 @@ int perfsample_open(pid_t tid, uint64_t period_ns, size_t stack_max,
 	struct perfsample *ps = calloc(1, sizeof(*ps));
 	if (!ps)
 		return refuse(ENOMEM, false, tid, why, whylen);
-	ps->fd = ps->first_fd = -1;
+	ps->fd = ps->ring_fd = -1;
 	ps->page = MAP_FAILED;
 	ps->info.tid = tid;
 	ps->info.period_ns = period_ns;
-	r = open_periodic(tid, period_ns, stack, page, &a, &ps->info.stack_size);
+	r = open_first(tid, stack, page, &ps->info.stack_size);
 	if (r < 0) {
 		perfsample_close(ps);
 		return refuse(-r, false, tid, why, whylen);
 	}
-	ps->fd = r;
+	ps->ring_fd = r;
+	ps->info.stack_copy = ps->info.stack_size;
 	ps->info.ring_bytes = ring_pages(ps->info.stack_size, page) * (size_t)page;
 	ps->map_len = ps->info.ring_bytes + (size_t)page;
 	ps->rec = malloc(SAMPLE_FIXED + ps->info.stack_size);
-	ps->page = mmap(NULL, ps->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, ps->fd, 0);
+	ps->page = mmap(NULL, ps->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, ps->ring_fd, 0);
 	if (ps->page == MAP_FAILED || !ps->rec) {
 		int err = ps->rec ? errno : ENOMEM;
 		perfsample_close(ps);
@@ -262,15 +289,11 @@ int perfsample_open(pid_t tid, uint64_t period_ns, size_t stack_max,
 	}
 	ps->data = (unsigned char *)ps->page + (ps->page->data_offset ? ps->page->data_offset
 	                                                             : (uint64_t)page);
-	/* The first sample at once: the same sample, the shortest period, one
-	 * overflow only, into the same ring. */
-	a.sample_period = FIRST_PERIOD_NS;
-	a.disabled = 1;
-	a.comm = a.comm_exec = 0;
-	ps->first_fd = event_open(&a, tid);
-	if (ps->first_fd < 0 || ioctl(ps->first_fd, PERF_EVENT_IOC_SET_OUTPUT, ps->fd) != 0 ||
-	    ioctl(ps->first_fd, PERF_EVENT_IOC_REFRESH, 1) != 0) {
-		int err = errno;
+	/* The periodic samples, then the first at once: the shortest period,
+	 * one overflow only. */
+	ps->fd = open_periodic(ps, ps->info.stack_size);
+	if (ps->fd < 0 || ioctl(ps->ring_fd, PERF_EVENT_IOC_REFRESH, 1) != 0) {
+		int err = ps->fd < 0 ? -ps->fd : errno;
 		perfsample_close(ps);
 		return refuse(err, false, tid, why, whylen);
 	}
@@ -282,14 +305,62 @@ void perfsample_close(struct perfsample *ps)
 {
 	if (!ps)
 		return;
-	if (ps->first_fd >= 0)
-		close(ps->first_fd);
-	if (ps->page != MAP_FAILED)
-		munmap(ps->page, ps->map_len);
 	if (ps->fd >= 0)
 		close(ps->fd);
+	if (ps->page != MAP_FAILED)
+		munmap(ps->page, ps->map_len);
+	if (ps->ring_fd >= 0)
+		close(ps->ring_fd);
 	free(ps->rec);
 	free(ps);
+}
+
+/* ---- fitting the copy to the stack ---- */
+
+size_t perfsample_fit(size_t cap, size_t used, size_t copied, bool clipped)
+{
+	size_t want = (used + PERFSAMPLE_FIT_MARGIN + FIT_ROUND - 1) / FIT_ROUND * FIT_ROUND;
+
+	/* A copy that ran to the end of the stack's mapping: no more than it
+	 * got, so that a sample at that depth ends short of the page beyond
+	 * and takes no fault. */
+	if (clipped && want > copied)
+		want = copied & ~(size_t)7;
+	if (want < PERFSAMPLE_STACK_MIN)
+		want = PERFSAMPLE_STACK_MIN;
+	return want < cap ? want : cap;
+}
+
+int perfsample_adapt(struct perfsample *ps, const struct perfsample_sample *s,
+                     const struct stackdump_stack *st)
+{
+	size_t want;
+
+	if (ps->execd)
+		return 0;
+	if (st->stack_short && !s->copy.stack_clipped) {
+		if (ps->info.stack_copy >= ps->info.stack_size)
+			return 0;
+		want = ps->info.stack_size;
+	} else {
+		if (ps->fitted || st->nframes == 0 || st->stack_used == 0)
+			return 0;
+		want = perfsample_fit(ps->info.stack_size, st->stack_used, s->copy.stack_len,
+		                      s->copy.stack_clipped);
+		if (want >= ps->info.stack_copy)
+			return 0;
+	}
+	/* The new event first, then the old one closed: the ring never goes
+	 * without a writer. */
+	int fd = open_periodic(ps, want);
+	if (fd < 0)
+		return fd;
+	close(ps->fd);
+	ps->fd = fd;
+	ps->fitted = true;
+	ps->info.stack_copy = want;
+	ps->info.refits++;
+	return 1;
 }
 
 int perfsample_probe(pid_t tid, char *why, size_t whylen)
@@ -440,7 +511,7 @@ static bool last_exec(struct perfsample *ps, uint64_t tail, uint64_t head, uint6
 
 static bool thread_gone(const struct perfsample *ps)
 {
-	struct pollfd p = { .fd = ps->fd, .events = POLLIN };
+	struct pollfd p = { .fd = ps->ring_fd, .events = POLLIN };
 
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
 }

@@ -25,6 +25,15 @@
  * into the same ring; so a hot thread's first sample is taken within
  * about 10 µs of perfsample_open instead of one whole PERIOD later.
  *
+ * The copy fitted to the stack: what a sample costs the target is mostly
+ * its stack copy (below), and a hot thread's live stack is a few KiB, so
+ * the periodic event starts at the cap and perfsample_adapt, given each
+ * unwound sample, fits it once to what the unwind read (stack_used) plus
+ * PERFSAMPLE_FIT_MARGIN, and puts it back to the cap for good when a
+ * sample's unwind ran off the fitted copy (stack_short): at most two
+ * refits an episode, each a new periodic event writing into the same ring
+ * (the one-shot event owns it) with its period counted afresh.
+ *
  * Everything an open made (two descriptors, the ring's mapping) goes with
  * perfsample_close; the kernel's side goes with the descriptors, so a
  * daemon that dies leaves nothing behind.  Not thread-safe: one struct
@@ -46,15 +55,20 @@
  * registers' ABI and 20 registers, the stack's size and dyn_size: 208
  * bytes) the largest stack copy is 65320 bytes.  perfsample_open asks for
  * the cap it is given (or this), and steps down in 8 KiB steps while the
- * kernel says EINVAL; perfsample_info says what it got.  What the cap
- * costs the target (bench/README.md §10): the kernel copies from the
- * stack pointer up to the cap or to the first page it cannot read, and a
- * copy that runs to the end of the stack's mapping ends in a fault taken
- * in the interrupt.  Over a tick's median, on a shallow 64 KiB thread
- * stack: 4 or 8 KiB -2 µs, 16 KiB +5..+11 (short of the end), the largest
- * +10..+23 (it copied 20.9 KiB, to the end). */
+ * kernel says EINVAL; perfsample_info says what it got.  What the copy
+ * costs the target (bench/README.md §11): the kernel copies from the
+ * stack pointer up to the copy's size or to the first page it cannot
+ * read, and a copy that runs to the end of the stack's mapping ends in a
+ * fault taken in the interrupt.  Over a tick's median, on a shallow 64 KiB
+ * thread stack: 4 or 8 KiB -2 µs, 16 KiB +5..+11 (short of the end), the
+ * largest +10..+23 (it copied 20.9 KiB, to the end): hence the fit. */
 #define PERFSAMPLE_STACK_MAX 65320u
 #define PERFSAMPLE_STACK_MIN 4096u
+
+/* A fitted copy holds what the unwind of the sample it was fitted on read,
+ * and this much more: the frames of callees the hot code calls, which the
+ * next samples land in. */
+#define PERFSAMPLE_FIT_MARGIN 4096u
 
 /* The ring holds this many samples of the largest size (rounded up to
  * 2^n pages, plus the control page): the one-shot first sample and up to
@@ -131,7 +145,11 @@ int perfsample_read(struct perfsample *ps,
 struct perfsample_info {
 	pid_t tid;
 	uint64_t period_ns;
-	size_t stack_size;       /* the stack copy the kernel accepted (bytes) */
+	size_t stack_size;       /* the largest stack copy the kernel accepted
+	                            (bytes): the cap, the one-shot's copy */
+	size_t stack_copy;       /* the periodic event's copy now: stack_size,
+	                            or what perfsample_adapt fitted */
+	unsigned refits;         /* periodic events perfsample_adapt replaced */
 	size_t ring_bytes;       /* the ring's data part, a power of two */
 	uint64_t samples;        /* handed to a reader's FN */
 	uint64_t lost;           /* samples the kernel dropped, ring full
@@ -144,6 +162,28 @@ struct perfsample_info {
 	uint64_t bad;            /* records that did not parse, skipped: a
 	                            kernel bug, or a ring someone else wrote */
 };
+
+/* Fits PS's stack copy to the stack of its thread, given one of its
+ * samples S and its unwind ST (stackdump_thread_copy's, of S's copy):
+ * when ST ran off a copy the kernel cut (stack_short, not clipped) the
+ * copy goes back to the cap for the rest of PS's life; else, the first
+ * time only, it shrinks to perfsample_fit's size when that is smaller.
+ * The next samples are then taken with the new size, from a new periodic
+ * event whose period starts afresh (one period more before its first).
+ * Call it after unwinding each sample, from the read's FN or later.
+ * Returns 1 when the copy changed, 0 when it stays, or a negative errno
+ * (perf_event_open's: the thread exited, descriptors) with the old event
+ * and its copy kept. */
+int perfsample_adapt(struct perfsample *ps, const struct perfsample_sample *s,
+                     const struct stackdump_stack *st);
+
+/* The stack copy (bytes, a multiple of 512 unless cut to COPIED) for a
+ * thread whose sample's unwind read USED bytes of a COPIED-byte copy that
+ * ended at the end of the stack's mapping when CLIPPED: USED plus
+ * PERFSAMPLE_FIT_MARGIN, no more than COPIED when CLIPPED (a copy to the
+ * mapping's end ends in a fault), within PERFSAMPLE_STACK_MIN..CAP.
+ * Pure. */
+size_t perfsample_fit(size_t cap, size_t used, size_t copied, bool clipped);
 
 /* Fills *OUT with PS's sizes and counters so far. */
 void perfsample_info(const struct perfsample *ps, struct perfsample_info *out);

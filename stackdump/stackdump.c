@@ -274,6 +274,7 @@ static int unwind(struct stackdump *sd, struct addrspace *p, uint64_t vsize, pid
 	}
 	out->truncated = res.truncated;
 	out->stack_short = res.short_stack;
+	out->stack_used = res.stack_used;
 	if (res.short_stack)
 		set_error(out, "unwind stopped after %zu frames: the stack is deeper than "
 		          "the %zu bytes copied", res.n, snap->cap);

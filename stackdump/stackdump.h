@@ -73,6 +73,13 @@ struct stackdump_stack {
 	bool truncated;          /* max_frames was reached before the outermost frame */
 	bool stack_short;        /* the unwind needed stack beyond the copy (error
 	                            says "the stack is deeper than ... copied") */
+	size_t stack_used;       /* how much of the stack copy the unwind read:
+	                            bytes from the copy's start (about the stack
+	                            pointer) to the end of the highest word read,
+	                            the outermost frame's return address when the
+	                            unwind went all the way; what a copy of this
+	                            thread at this depth needs to hold
+	                            (perfsample_adapt) */
 	uint64_t hash;           /* stackdump_hash() of the frames; 0 when nframes == 0 */
 	uint64_t stop_ns;        /* how long the thread was stopped (interrupt..detach),
 	                            also set when the dump failed after the stop */

@@ -41,6 +41,9 @@ struct ctx {
 	size_t code_len;
 	unsigned char code[CODE_CHUNK];
 	bool short_stack, unknown_ip;
+	/* Bytes of the stack copy, from its start, up to the end of the
+	 * highest word read from it: how much of the copy the unwind used. */
+	size_t stack_used;
 	unsigned reads;             /* by access_mem, up to MAX_READS */
 };
 
@@ -130,6 +133,10 @@ static int access_mem(unw_addr_space_t uas, unw_word_t addr, unw_word_t *val,
 		return -UNW_EINVAL;
 	c->reads++;
 	if (snapshot_word(c->snap, addr, &word)) {
+		const struct snapshot *s = c->snap;
+		if (addr >= s->stack_addr && addr - s->stack_addr < s->stack_len &&
+		    addr - s->stack_addr + 8 > c->stack_used)
+			c->stack_used = (size_t)(addr - s->stack_addr) + 8;
 		*val = word;
 		return 0;
 	}
@@ -318,5 +325,6 @@ void unwind_snapshot(const struct addrspace *as, const struct snapshot *snap,
 		}
 	}
 	res->short_stack = c.short_stack;
+	res->stack_used = c.stack_used;
 	res->unknown_ip = c.unknown_ip;
 }

@@ -31,6 +31,8 @@ struct unwind_result {
 	bool truncated;          /* MAX frames reached before the outermost */
 	int uerr;                /* libunwind error that ended it early, or 0 */
 	bool short_stack;        /* it wanted stack beyond the copy's cap */
+	size_t stack_used;       /* bytes of the stack copy from its start up to
+	                            the end of the highest word it read */
 	bool unknown_ip;         /* a frame's code is in no mapping of the
 	                            cached maps: they are stale */
 };

@@ -1,6 +1,6 @@
 /* Unit tests of perfsample's pure parts: the ring record parser, fed with
  * hand-made records (as the kernel writes them, and as it never should),
- * and the words of a refusal. */
+ * the words of a refusal, and the stack copy fitted to a stack. */
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -278,6 +278,36 @@ static void test_open_arguments(void **state)
 	perfsample_close(NULL);
 }
 
+/* What the unwind read and a margin, in 512-byte steps; never past the
+ * end of a mapping the copy reached, never under the least copy or over
+ * the cap. */
+static void test_fit(void **state)
+{
+	(void)state;
+	/* A shallow stack in a large mapping: 300 bytes read. */
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 300, PERFSAMPLE_STACK_MAX, false),
+	                 4608);
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 512, PERFSAMPLE_STACK_MAX, false),
+	                 4608);
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 513, PERFSAMPLE_STACK_MAX, false),
+	                 5120);
+	/* Nothing read from the stack: the least copy. */
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 0, PERFSAMPLE_STACK_MAX, false),
+	                 PERFSAMPLE_STACK_MIN);
+	/* The copy reached the mapping's end 9,000 bytes up: no further. */
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 5000, 9000, true), 9000);
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 5000, 9004, true), 9000);
+	/* Further than the margin needs: the margin's size. */
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 300, 40000, true), 4608);
+	/* An end closer than the least copy: the least copy. */
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 300, 2000, true),
+	                 PERFSAMPLE_STACK_MIN);
+	/* A deep stack: the cap. */
+	assert_int_equal(perfsample_fit(PERFSAMPLE_STACK_MAX, 64000, PERFSAMPLE_STACK_MAX, false),
+	                 PERFSAMPLE_STACK_MAX);
+	assert_int_equal(perfsample_fit(8192, 6000, 8192, false), 8192);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -288,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_other_records),
 		cmocka_unit_test(test_refusal),
 		cmocka_unit_test(test_open_arguments),
+		cmocka_unit_test(test_fit),
 	};
 
 	/* TEST_FILTER=PATTERN runs the tests whose names match (make check). */

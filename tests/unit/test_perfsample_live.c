@@ -1,5 +1,7 @@
 /* Live tests of perfsample on threads of this test process and on a child:
- * samples of a hot thread arrive and unwind to its chain; a blocked thread
+ * samples of a hot thread arrive and unwind to its chain; the stack copy
+ * fitted to a stack unwinds the same frames, and goes back to the cap
+ * when the stack grows deeper than the fit; a blocked thread
  * gives none; close leaves no descriptor or mapping; a thread that exits
  * or execs ends the read, never a crash.  Skipped, saying why, where
  * perf_event_open is refused (kernel.perf_event_paranoid > 2 without
@@ -116,9 +118,18 @@ static int frame_is(const struct stackdump_frame *f, const char *name)
 	return f->symbol && strcmp(f->symbol, name) == 0;
 }
 
+/* live_mid, live_root in a row, from any frame: a tick may land in
+ * live_mid between two calls. */
+static bool in_chain(const struct stackdump_stack *st)
+{
+	for (size_t i = 0; i + 1 < st->nframes; i++)
+		if (frame_is(&st->frames[i], "live_mid") && frame_is(&st->frames[i + 1], "live_root"))
+			return true;
+	return false;
+}
+
 /* Each sample unwound: live_leaf, live_mid, live_root in a row from the
- * innermost frame (a tick may land in live_mid between two calls, so the
- * chain is looked for from any frame). */
+ * innermost frame. */
 static int unwind_one(const struct perfsample_sample *s, void *arg)
 {
 	struct collect *c = arg;
@@ -126,11 +137,7 @@ static int unwind_one(const struct perfsample_sample *s, void *arg)
 	int r = stackdump_thread_copy(c->sd, s->pid, s->tid, &s->copy, 64, &st);
 
 	c->samples++;
-	bool ok = false;
-	for (size_t i = 0; r >= 0 && i + 1 < st.nframes; i++)
-		if (frame_is(&st.frames[i], "live_mid") && frame_is(&st.frames[i + 1], "live_root"))
-			ok = true;
-	if (ok)
+	if (r >= 0 && in_chain(&st))
 		c->chained++;
 	else if (!c->first_bad[0])
 		snprintf(c->first_bad, sizeof(c->first_bad), "r %d, %zu frames, #0 %s: %s", r,
@@ -202,6 +209,21 @@ static void *deep_main(void *arg)
 	return (void *)(uintptr_t)live_deep(1000, 3);
 }
 
+/* Starts S's thread at MAIN on a stack with room for live_deep's 1,000
+ * frames, and waits for its tid. */
+static void deep_start(struct spinner *s, void *(*main)(void *))
+{
+	pthread_attr_t attr;
+
+	stop_spinning = 0;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 4u << 20);
+	assert_int_equal(pthread_create(&s->thread, &attr, main, s), 0);
+	pthread_attr_destroy(&attr);
+	while (!s->tid)
+		nap_ms(1);
+}
+
 struct short_stack {
 	struct stackdump *sd;
 	int samples, marked, unmarked;
@@ -233,18 +255,11 @@ static void test_deep_stack_marked(void **state)
 	struct spinner s = { 0 };
 	struct perfsample *ps;
 	struct short_stack c = { .sd = stackdump_new() };
-	pthread_attr_t attr;
 	char why[300];
 
 	(void)state;
 	require_perf();
-	stop_spinning = 0;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 4u << 20);
-	assert_int_equal(pthread_create(&s.thread, &attr, deep_main, &s), 0);
-	pthread_attr_destroy(&attr);
-	while (!s.tid)
-		nap_ms(1);
+	deep_start(&s, deep_main);
 	assert_int_equal(perfsample_open(s.tid, PERIOD_NS, 0, &ps, why, sizeof(why)), 0);
 	for (uint64_t end = now_s() + DEADLINE_S; c.samples < 5 && now_s() < end; nap_ms(3))
 		assert_true(perfsample_read(ps, check_short, &c) >= 0);
@@ -255,6 +270,158 @@ static void test_deep_stack_marked(void **state)
 	if (c.unmarked)
 		fail_msg("%d of %d samples not marked short: %s", c.unmarked, c.samples, c.error);
 	assert_int_equal(c.marked, c.samples);
+}
+
+/* Each sample unwound and handed to perfsample_adapt, as the daemon does. */
+struct fitting {
+	struct perfsample *ps;
+	struct stackdump *sd;
+	size_t fitted;           /* the copy perfsample_adapt fitted, 0 before */
+	uint64_t fit_ns, grow_ns;  /* when it was fitted, and grown (0: not) */
+	uint64_t leaf_hash;      /* a live_leaf sample's hash before the fit */
+	/* Samples taken after the fit (by the new event: the old one was
+	 * closed before fit_ns): all, short, out of the chain, of live_leaf
+	 * with another hash, with more stack than the fitted copy. */
+	int after, after_short, after_unchained, after_other_hash, over_copy;
+	int grown;               /* refits after the fit */
+	int after_grow, after_grow_short;  /* samples taken after the grow */
+	char error[300];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int fit_one(const struct perfsample_sample *s, void *arg)
+{
+	struct fitting *f = arg;
+	struct perfsample_info info;
+	struct stackdump_stack st;
+	int r = stackdump_thread_copy(f->sd, s->pid, s->tid, &s->copy, 1024, &st);
+	bool leaf = r >= 0 && st.nframes && frame_is(&st.frames[0], "live_leaf");
+
+	if (f->grow_ns && s->copy.time_ns > f->grow_ns) {
+		f->after_grow++;
+		f->after_grow_short += st.stack_short;
+	} else if (f->fit_ns && s->copy.time_ns > f->fit_ns) {
+		f->after++;
+		f->after_short += st.stack_short;
+		f->after_unchained += r < 0 || !in_chain(&st);
+		f->over_copy += s->copy.stack_len > f->fitted;
+		f->after_other_hash += leaf && f->leaf_hash && st.hash != f->leaf_hash;
+		if (st.stack_short && !f->error[0])
+			snprintf(f->error, sizeof(f->error), "%s", st.error);
+	} else if (leaf) {
+		f->leaf_hash = st.hash;
+	}
+	if (r >= 0 && perfsample_adapt(f->ps, s, &st) == 1) {
+		perfsample_info(f->ps, &info);
+		if (f->fitted) {
+			f->grown++;
+			f->grow_ns = now_ns();
+		} else {
+			f->fitted = info.stack_copy;
+			f->fit_ns = now_ns();
+		}
+	}
+	stackdump_stack_free(&st);
+	return 0;
+}
+
+/* The counters of F's sampler in *INFO, then the sampler, the thread S
+ * and the dumper gone. */
+static void fitting_end(struct fitting *f, struct spinner *s, struct perfsample_info *info)
+{
+	perfsample_info(f->ps, info);
+	perfsample_close(f->ps);
+	spin_stop(s);
+	stackdump_free(f->sd);
+}
+
+/* A hot thread's shallow stack: the copy fitted once, below the cap, and
+ * every later sample within it, in the chain, not short, with the hash
+ * the full copy gave. */
+static void test_copy_fitted(void **state)
+{
+	struct spinner s;
+	struct perfsample_info info;
+	struct fitting f = { .sd = stackdump_new() };
+	char why[300];
+
+	(void)state;
+	require_perf();
+	spin_start(&s);
+	assert_int_equal(perfsample_open(s.tid, PERIOD_NS, 0, &f.ps, why, sizeof(why)), 0);
+	for (uint64_t end = now_s() + DEADLINE_S; f.after < 30 && now_s() < end; nap_ms(3))
+		assert_true(perfsample_read(f.ps, fit_one, &f) >= 0);
+	fitting_end(&f, &s, &info);
+	print_message("fitted %zu of %zu bytes; %d samples after, %d short\n", f.fitted,
+	              info.stack_size, f.after, f.after_short);
+	assert_true(f.fitted >= PERFSAMPLE_STACK_MIN && f.fitted < info.stack_size);
+	assert_int_equal(info.refits, 1);
+	assert_int_equal(info.stack_copy, f.fitted);
+	assert_true(f.after >= 30);
+	assert_int_equal(f.over_copy, 0);
+	assert_int_equal(f.after_unchained, 0);
+	assert_int_equal(f.grown, 0);
+	if (f.after_short)
+		fail_msg("%d of %d samples after the fit short: %s", f.after_short, f.after, f.error);
+	assert_true(f.leaf_hash != 0);
+	assert_int_equal(f.after_other_hash, 0);
+}
+
+static volatile int go_deep;
+
+/* Shallow until go_deep, then 1,000 frames deep (live_deep), spinning. */
+static void *shallow_then_deep_main(void *arg)
+{
+	struct spinner *s = arg;
+	unsigned x = 3;
+
+	s->tid = (pid_t)syscall(SYS_gettid);
+	while (!go_deep)
+		x = x * 1103515245u + 12345u;
+	return (void *)(uintptr_t)live_deep(1000, x);
+}
+
+/* The copy fitted to a shallow stack, then the stack deeper than the fit:
+ * the first sample that ran off the fitted copy puts it back to the cap,
+ * once, for good. */
+static void test_copy_grows(void **state)
+{
+	struct spinner s = { 0 };
+	struct perfsample_info info;
+	struct fitting f = { .sd = stackdump_new() };
+	char why[300];
+
+	(void)state;
+	require_perf();
+	go_deep = 0;
+	deep_start(&s, shallow_then_deep_main);
+	assert_int_equal(perfsample_open(s.tid, PERIOD_NS, 0, &f.ps, why, sizeof(why)), 0);
+	for (uint64_t end = now_s() + DEADLINE_S; !f.fitted && now_s() < end; nap_ms(3))
+		assert_true(perfsample_read(f.ps, fit_one, &f) >= 0);
+	go_deep = 1;
+	/* Until a few samples after the grow: they are short too (the stack
+	 * is deeper than any copy), and change nothing more. */
+	for (uint64_t end = now_s() + DEADLINE_S; f.after_grow < 10 && now_s() < end; nap_ms(3))
+		assert_true(perfsample_read(f.ps, fit_one, &f) >= 0);
+	fitting_end(&f, &s, &info);
+	print_message("fitted %zu bytes, then %zu; %d samples between, %d short; %d after, "
+	              "%d short\n", f.fitted, info.stack_copy, f.after, f.after_short,
+	              f.after_grow, f.after_grow_short);
+	assert_true(f.fitted > 0 && f.fitted < info.stack_size);
+	/* What made it grow: a sample of the fitted copy, short. */
+	assert_true(f.after_short >= 1);
+	assert_int_equal(f.grown, 1);
+	assert_true(f.after_grow >= 10);
+	assert_int_equal(f.after_grow_short, f.after_grow);
+	assert_int_equal(info.refits, 2);
+	assert_int_equal(info.stack_copy, info.stack_size);
 }
 
 /* A thread reading an empty pipe runs no user code, however long. */
@@ -430,6 +597,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hot_thread),
 		cmocka_unit_test(test_deep_stack_marked),
+		cmocka_unit_test(test_copy_fitted),
+		cmocka_unit_test(test_copy_grows),
 		cmocka_unit_test(test_blocked_thread),
 		cmocka_unit_test(test_close_frees),
 		cmocka_unit_test(test_thread_exits),
