@@ -4,14 +4,17 @@
  * target (bench/kit/pausemeter.c) saw around it.
  *
  *   perf_bench --pid P --tid T [--period-ms N] [--read-ms R] [--seconds S]
- *              [--stack BYTES|fit] [--windows FILE]
+ *              [--stack BYTES|fit|bare] [--windows FILE]
  *
  * Samples thread T every N ms of its CPU time (default 10) for S seconds
  * (default 2), reading every R ms (default 50, the daemon's
  * sample_interval), with a stack copy of at most BYTES (default the
  * largest, PERFSAMPLE_STACK_MAX); fit: the largest, fitted to the stack
- * by perfsample_adapt after each unwind, as the daemon does.  Appends to
- * FILE one line per sample (TOOL perf-BYTES, or perf-fit):
+ * by perfsample_adapt after each unwind, as the daemon does; bare: no
+ * perfsample, but an event of its own on the same clock that samples
+ * nothing but the time (no registers, no stack): the floor of any perf
+ * sample, its interrupt.  Appends to FILE one line per sample (TOOL
+ * perf-BYTES, perf-fit or perf-bare):
  *   win TOOL T_NS T_NS+1 STACK_LEN NAMED UNWIND_NS
  * (T_NS the sample's CLOCK_MONOTONIC time, taken by the kernel in the
  * interrupt; NAMED 1 when the unwound stack names pm_hot_loop), and prints
@@ -27,10 +30,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 struct run {
@@ -85,10 +92,63 @@ static int one_sample(const struct perfsample_sample *s, void *arg)
 	return 0;
 }
 
+/* The bare floor: task-clock samples of TID with the time only, read
+ * every READ_MS for SECONDS, each written to WF.  Returns the samples. */
+static long bare_run(long tid, long period_ms, long read_ms, double seconds, FILE *wf)
+{
+	struct perf_event_attr a = {
+		.type = PERF_TYPE_SOFTWARE, .size = sizeof(a), .config = PERF_COUNT_SW_TASK_CLOCK,
+		.sample_period = (uint64_t)period_ms * 1000000, .sample_type = PERF_SAMPLE_TIME,
+		.exclude_kernel = 1, .exclude_hv = 1, .use_clockid = 1, .clockid = CLOCK_MONOTONIC,
+		.watermark = 1, .wakeup_watermark = 3 * 4096,
+	};
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len = 5 * page;
+	int fd = (int)syscall(SYS_perf_event_open, &a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	long n = 0;
+
+	if (fd < 0) {
+		perror("perf_bench: perf_event_open");
+		return 0;
+	}
+	struct perf_event_mmap_page *pg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (pg == MAP_FAILED) {
+		perror("perf_bench: mmap");
+		close(fd);
+		return 0;
+	}
+	const unsigned char *data = (const unsigned char *)pg + page;
+	uint64_t end = now_ns() + (uint64_t)(seconds * 1e9);
+	while (now_ns() < end) {
+		nanosleep(&(struct timespec){ read_ms / 1000, (read_ms % 1000) * 1000000 }, NULL);
+		uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
+		/* Records are 8-byte multiples in a 4-page ring: a header never
+		 * wraps, and a sample (header + time, 16 bytes) neither. */
+		while (tail + sizeof(struct perf_event_header) <= head) {
+			const struct perf_event_header *h = (const void *)(data + tail % (4 * page));
+			uint64_t t;
+			if (h->size < sizeof(*h))
+				break;
+			if (h->type == PERF_RECORD_SAMPLE && h->size >= sizeof(*h) + 8) {
+				memcpy(&t, h + 1, 8);
+				if (wf)
+					fprintf(wf, "win perf-bare %" PRIu64 " %" PRIu64 " 0 0 0\n", t, t + 1);
+				n++;
+			}
+			tail += h->size;
+		}
+		__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
+	}
+	munmap(pg, len);
+	close(fd);
+	printf("tool=perf-bare samples=%ld lost=0 open_us=0 first_us=-1 second_us=-1 "
+	       "cpu_per_sample_us=0 copy=0 refits=0\n", n);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	long pid = 0, tid = 0, period_ms = 10, read_ms = 50, stack = 0;
-	bool fit = false;
+	bool fit = false, bare = false;
 	double seconds = 2;
 	const char *windows = NULL;
 
@@ -107,6 +167,8 @@ int main(int argc, char **argv)
 			seconds = strtod(val, NULL);
 		else if (strcmp(opt, "--stack") == 0 && strcmp(val, "fit") == 0)
 			fit = true;
+		else if (strcmp(opt, "--stack") == 0 && strcmp(val, "bare") == 0)
+			bare = true;
 		else if (strcmp(opt, "--stack") == 0)
 			stack = strtol(val, NULL, 10);
 		else if (strcmp(opt, "--windows") == 0)
@@ -117,8 +179,15 @@ int main(int argc, char **argv)
 	if (pid <= 0 || tid <= 0 || period_ms < 1 || read_ms < 1 || seconds <= 0 || stack < 0 ||
 	    argc % 2 == 0) {
 		fputs("usage: perf_bench --pid P --tid T [--period-ms N] [--read-ms R] [--seconds S] "
-		      "[--stack BYTES|fit] [--windows FILE]\n", stderr);
+		      "[--stack BYTES|fit|bare] [--windows FILE]\n", stderr);
 		return 2;
+	}
+	if (bare) {
+		FILE *wf = windows ? fopen(windows, "a") : NULL;
+		long n = bare_run(tid, period_ms, read_ms, seconds, wf);
+		if (wf)
+			fclose(wf);
+		return n > 0 ? 0 : 1;
 	}
 	struct run run = { .sd = stackdump_new(), .fit = fit,
 	                   .wf = windows ? fopen(windows, "a") : NULL };
