@@ -121,15 +121,15 @@ static long bare_run(long tid, long period_ms, long read_ms, double seconds, FIL
 	while (now_ns() < end) {
 		nanosleep(&(struct timespec){ read_ms / 1000, (read_ms % 1000) * 1000000 }, NULL);
 		uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
-		/* Records are 8-byte multiples in a 4-page ring: a header never
-		 * wraps, and a sample (header + time, 16 bytes) neither. */
+		/* Records are 8-byte multiples in a 4-page ring: neither a header
+		 * nor the 8-byte time after it wraps the ring's end. */
 		while (tail + sizeof(struct perf_event_header) <= head) {
 			const struct perf_event_header *h = (const void *)(data + tail % (4 * page));
 			uint64_t t;
 			if (h->size < sizeof(*h))
 				break;
 			if (h->type == PERF_RECORD_SAMPLE && h->size >= sizeof(*h) + 8) {
-				memcpy(&t, h + 1, 8);
+				memcpy(&t, data + (tail + sizeof(*h)) % (4 * page), 8);
 				if (wf)
 					fprintf(wf, "win perf-bare %" PRIu64 " %" PRIu64 " 0 0 0\n", t, t + 1);
 				n++;
