@@ -168,8 +168,10 @@ struct perfsample_info {
  * when ST ran off a copy the kernel cut (stack_short, not clipped) the
  * copy goes back to the cap for the rest of PS's life; else, the first
  * time only, it shrinks to perfsample_fit's size when that is smaller.
- * The next samples are then taken with the new size, from a new periodic
- * event whose period starts afresh (one period more before its first).
+ * The next samples are then taken with the new size, by a new periodic
+ * event whose period starts at the refit (its first sample a whole PERIOD
+ * of the thread's CPU later); for a moment the sampler holds three
+ * descriptors (the new event is open before the old one is closed).
  * Call it after unwinding each sample, from the read's FN or later.
  * Returns 1 when the copy changed, 0 when it stays, or a negative errno
  * (perf_event_open's: the thread exited, descriptors) with the old event
