@@ -544,14 +544,24 @@ static bool perf_step(struct capture *c, struct run *run, uint64_t now_ms)
 }
 
 /* Closes RUN's sampler; an episode that got no perf sample says why it
- * has no stack. */
+ * has no stack.  The debug log says what the sampler did: its samples and
+ * the stack copy it ended with (perfsample_adapt's fit). */
 static void run_close(struct run *run)
 {
 	struct capture_event *ev = run->ev;
+	struct perfsample_info info;
 
-	if (run->perf && ev->ep.taken == 0 && !ev->error[0])
+	if (!run->perf)
+		return;
+	if (ev->ep.taken == 0 && !ev->error[0])
 		snprintf(ev->error, sizeof ev->error, "no perf sample came: the thread did not run "
 		         "in user space (%.180s)", ev->ep.end[0] ? ev->ep.end : "episode ended");
+	perfsample_info(run->perf, &info);
+	log_msg(LOG_DEBUG, "perf sampler of %s[%d] thread %d: %llu %s, stack copy %zu of %zu "
+	        "bytes (%u %s), %llu lost", ev->comm, (int)ev->ep.pid, (int)ev->ep.tid,
+	        (unsigned long long)info.samples, log_plural((unsigned)info.samples, "sample",
+	        "samples"), info.stack_copy, info.stack_size, info.refits,
+	        log_plural(info.refits, "refit", "refits"), (unsigned long long)info.lost);
 	perfsample_close(run->perf);
 	run->perf = NULL;
 }

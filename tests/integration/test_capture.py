@@ -68,7 +68,7 @@ def episode(build, tmp, target, capture):
     db, conf = os.path.join(tmp, f"{capture}.db"), os.path.join(tmp, f"{capture}.conf")
     prom = os.path.join(tmp, f"{capture}.prom")
     write_config(conf, db, target.pid, capture, prom)
-    daemon = Daemon(build, conf, tmp, name=capture)
+    daemon = Daemon(build, conf, tmp, name=capture, verbose=True)
     watch = StateWatch(target.pid, [tid], fds_of=daemon.pid)
     try:
         rows = poll(lambda: key_events(db, tid), 30)
@@ -106,6 +106,13 @@ def test_perf_and_ptrace(build, tmp):
               watch.reads > 0 and not watch.bad, f"{watch.reads} reads, {watch.bad[:5]}")
         check("perf: the daemon held perf descriptors during the episode, none after",
               watch.max_fds > 0 and fds_after, f"max {watch.max_fds}, after {fds_after}")
+        # hotchain's hot thread is a few frames deep: the copy fitted to
+        # it is far below the cap.
+        m = re.search(r"perf sampler of \S+ thread %d: \d+ samples?, stack copy (\d+) of "
+                      r"(\d+) bytes \((\d+) refits?\)" % target.hot[0], log)
+        check("perf: the stack copy fitted to the thread's stack, once",
+              m and int(m.group(1)) < int(m.group(2)) // 4 and m.group(3) == "1",
+              m.group(0) if m else log[-1500:])
         check("perf: metrics count the samples as perf",
               re.search(r'^cpumond_dumps_total\{watch="hot",capture="perf"\} [1-9]', prom, re.M)
               and re.search(r'^cpumond_dumps_total\{watch="hot",capture="ptrace"\} 0$', prom,
