@@ -54,8 +54,6 @@ struct perfsample {
 	unsigned char *data;     /* the ring's data part, ring_bytes long */
 	unsigned char *rec;      /* a record that wraps the ring's end, copied */
 	bool execd;              /* the thread exec'd: the event is gone */
-	bool fitted;             /* the copy was fitted (or grown): it is not
-	                            made smaller again */
 	struct perfsample_info info;
 };
 
@@ -343,7 +341,8 @@ int perfsample_adapt(struct perfsample *ps, const struct perfsample_sample *s,
 			return 0;
 		want = ps->info.stack_size;
 	} else {
-		if (ps->fitted || st->nframes == 0 || st->stack_used == 0)
+		/* Once refitted (smaller, or back to the cap) it stays. */
+		if (ps->info.refits > 0 || st->nframes == 0 || st->stack_used == 0)
 			return 0;
 		want = perfsample_fit(ps->info.stack_size, st->stack_used, s->copy.stack_len,
 		                      s->copy.stack_clipped);
@@ -357,7 +356,6 @@ int perfsample_adapt(struct perfsample *ps, const struct perfsample_sample *s,
 		return fd;
 	close(ps->fd);
 	ps->fd = fd;
-	ps->fitted = true;
 	ps->info.stack_copy = want;
 	ps->info.refits++;
 	return 1;
