@@ -12,11 +12,14 @@ the script), calls check/skip as it goes, and ends with
 `return testlib.summary()`, which prints "N passed, N failed, N skipped"
 and gives the exit status.
 """
+import argparse
 import fnmatch
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
+import tempfile
 import time
 import traceback
 
@@ -378,3 +381,21 @@ class HistoryRun:
     def stop(self):
         self.daemon.stop()
         self.target.stop()
+
+    @classmethod
+    def main(cls, name, body):
+        """A suite's main: --build, a scratch directory, the run (CLS, a
+        subclass taking (build, tmp)), BODY(run, tmp) once hotchain is
+        ready; everything stopped and removed after.  Returns summary()."""
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--build", default="build")
+        args = ap.parse_args()
+        tmp = tempfile.mkdtemp(prefix=f"cpumond-{name}-")
+        s = cls(args.build, tmp)
+        try:
+            if check("hotchain started", s.target.pid and s.hot, "no ready line"):
+                body(s, tmp)
+        finally:
+            s.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+        return summary()

@@ -15,6 +15,7 @@ thread is left stopped or traced: the stall's stack is a copy, no ptrace
 stop.
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -56,30 +57,55 @@ def start_daemon(build, tmp, name, pid, env=None):
     return db, Daemon(build, conf, tmp, name=name, env=env)
 
 
-def test_stalls(build, tmp):
-    name = "stall"
-    if not ptrace_allowed():
-        skip(name, "ptrace is not permitted here (/proc/TID/syscall needs ptrace access)")
-        return
+@contextlib.contextmanager
+def stall_run(build, tmp, name, db_name, env=None):
+    """stallcases and a daemon watching it (start_daemon, DB_NAME, ENV):
+    yields (stallcases' Popen, its facts, the database, the Daemon), or
+    None with a failed check "NAME: stallcases ready"; both are stopped
+    after."""
     proc, t = start_stallcases(build)
     daemon = None
     try:
         if t["pid"] is None or len(t["stuck"]) != 4:
             check(f"{name}: stallcases ready", False, str(t))
+            yield None
             return
-        db, daemon = start_daemon(build, tmp, "stall", t["pid"])
+        db, daemon = start_daemon(build, tmp, db_name, t["pid"], env=env)
+        yield proc, t, db, daemon
+    finally:
+        if daemon:
+            daemon.stop()
+        stop(proc)
+
+
+def stall_rows(db):
+    """The stall events in DB: (tid, details) pairs."""
+    return [(tid, json.loads(d) if d else {}) for tid, d in
+            query(db, "SELECT tid, details FROM events WHERE kind = 'stall'")]
+
+
+def wait_stalls(db, stuck, deadline_s):
+    """The stall events in DB once each of STUCK's threads has its start
+    and the vforker its end too, or whatever is there at DEADLINE_S."""
+    def done():
+        r = stall_rows(db)
+        starts = {tid for tid, d in r if not d.get("ended")}
+        ended = {tid for tid, d in r if d.get("ended")}
+        return r if set(stuck.values()) <= starts and stuck["vforker"] in ended else None
+    return poll(done, deadline_s, 0.2) or stall_rows(db)
+
+
+def test_stalls(build, tmp):
+    name = "stall"
+    if not ptrace_allowed():
+        skip(name, "ptrace is not permitted here (/proc/TID/syscall needs ptrace access)")
+        return
+    with stall_run(build, tmp, name, "stall") as ready:
+        if not ready:
+            return
+        proc, t, db, daemon = ready
         stuck = t["stuck"]
-
-        def rows():
-            return [(tid, json.loads(d) if d else {}) for tid, d in
-                    query(db, "SELECT tid, details FROM events WHERE kind = 'stall'")]
-
-        def all_found():
-            r = rows()
-            starts = {tid for tid, d in r if not d.get("ended")}
-            ended = {tid for tid, d in r if d.get("ended")}
-            return r if set(stuck.values()) <= starts and stuck["vforker"] in ended else None
-        got = poll(all_found, 40, 0.2) or rows()
+        got = wait_stalls(db, stuck, 40)
         starts = {tid: d for tid, d in got if not d.get("ended")}
         check(f"{name}: a stall event for each stuck thread",
               set(stuck.values()) <= set(starts), f"{stuck}; events {got}; {daemon.log()}")
@@ -134,10 +160,6 @@ def test_stalls(build, tmp):
               any(line.startswith(b"vforked") for line in more), str(more))
         ok, bad = all_threads_run(t["pid"], timeout=5)
         check(f"{name}: no thread left stopped or traced", ok, str(bad))
-    finally:
-        if daemon:
-            daemon.stop()
-        stop(proc)
 
 
 def test_probe_deadline(build, tmp):
@@ -149,26 +171,13 @@ def test_probe_deadline(build, tmp):
     if not ptrace_allowed():
         skip(name, "ptrace is not permitted here")
         return
-    proc, t = start_stallcases(build)
-    daemon = None
-    try:
-        if t["pid"] is None or len(t["stuck"]) != 4:
-            check(f"{name}: stallcases ready", False, str(t))
+    with stall_run(build, tmp, name, "hang",
+                   env=dict(os.environ, CPUMOND_TEST_PROBE_HANG="1")) as ready:
+        if not ready:
             return
-        db, daemon = start_daemon(build, tmp, "hang", t["pid"],
-                                  env=dict(os.environ, CPUMOND_TEST_PROBE_HANG="1"))
+        proc, t, db, daemon = ready
         stuck = t["stuck"]
-
-        def rows():
-            return [(tid, json.loads(d) if d else {}) for tid, d in
-                    query(db, "SELECT tid, details FROM events WHERE kind = 'stall'")]
-
-        def done():
-            r = rows()
-            starts = {tid for tid, d in r if not d.get("ended")}
-            ended = {tid for tid, d in r if d.get("ended")}
-            return r if set(stuck.values()) <= starts and stuck["vforker"] in ended else None
-        got = poll(done, 60, 0.2) or rows()
+        got = wait_stalls(db, stuck, 60)
         starts = {tid: d for tid, d in got if not d.get("ended")}
         check(f"{name}: each stuck thread's stall recorded without the probe",
               set(stuck.values()) <= set(starts) and
@@ -193,10 +202,6 @@ def test_probe_deadline(build, tmp):
             return z
         left = poll(lambda: len(zombies()) <= 1 or None, 5, 0.2)
         check(f"{name}: the killed probes are reaped", left, str(zombies()))
-    finally:
-        if daemon:
-            daemon.stop()
-        stop(proc)
 
 
 def main():

@@ -10,7 +10,6 @@ and SIGHUP (`stty -g` before and after, `stty -a` saying icanon and echo).
 Prints "ok - NAME" / "not ok - NAME: why" / "skip - NAME: why" per check and
 ends with "N passed, N failed, N skipped".
 """
-import argparse
 import os
 import shlex
 import shutil
@@ -18,11 +17,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testlib import (HOT_THRESHOLD, HistoryRun, check, poll, ptrace_allowed,  # noqa: E402
-                     query, run, skip, summary)
+                     query, run, skip)
 
 TMUX = shutil.which("tmux")
 
@@ -325,22 +323,12 @@ def check_restored(how, got):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="cpumond-top-")
-    s = Setup(args.build, tmp)
-    try:
-        if not check("hotchain started", s.target.pid and s.hot, "no ready line"):
-            return summary()
+    def body(s, tmp):
         run([test_once, test_command_line], s)
         # The terminal's tests start once the daemon has written a cycle.
         poll(s.first_row_is_hot, 30, 0.2)
         run([test_terminal, test_suspend, test_waits], s, tmp)
-    finally:
-        s.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return summary()
+    return Setup.main("top", body)
 
 
 if __name__ == "__main__":

@@ -21,20 +21,18 @@ PNG (a screenshot); where it is not, the test says so (skip).
 Prints "ok - NAME" / "not ok - NAME: why" / "skip - NAME: why" per check and
 ends with "N passed, N failed, N skipped".
 """
-import argparse
 import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testlib import (HOT_THRESHOLD, HistoryRun, check, poll, ptrace_allowed,  # noqa: E402
-                     query, run, skip, summary)
+                     query, run, skip)
 
 SVG = "{http://www.w3.org/2000/svg}"
 FLOOR = 20
@@ -215,21 +213,11 @@ def test_command_line(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    args = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="cpumond-usage-")
-    s = Setup(args.build, tmp)
-    try:
-        if not check("hotchain started", s.target.pid and s.hot, "no ready line"):
-            return summary()
+    def body(s, tmp):
         if wait_for_history(s):
             run([test_table, test_json_and_filters, test_svg, test_older_file,
                  test_command_line], s)
-    finally:
-        s.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return summary()
+    return Setup.main("usage", body)
 
 
 if __name__ == "__main__":

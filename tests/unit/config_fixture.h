@@ -36,6 +36,22 @@ static inline void parse_good(const char *text, struct config *cfg)
 	free(errs);
 }
 
+/* CFG's [cpumond] section is the defaults, as the shipped file and an
+ * empty section give them. */
+static inline void assert_daemon_defaults(const struct config *cfg)
+{
+	assert_int_equal(cfg->interval_ms, 3000);
+	assert_int_equal(cfg->threshold, 800);
+	assert_int_equal(cfg->consecutive, 1);
+	assert_int_equal(cfg->cooldown_ms, 60000);
+	assert_string_equal(cfg->database, CONFIG_DEFAULT_DATABASE);
+	assert_int_equal(cfg->max_frames, 64);
+	assert_int_equal(cfg->sample_interval_ms, 50);
+	assert_int_equal(cfg->episode_samples, 20);
+	assert_int_equal(cfg->max_dumps_per_second, 100);
+	assert_true(cfg->history_threads == 10 && cfg->history_floor == 100);
+}
+
 static inline void assert_zeroed(const struct config *cfg)
 {
 	static const struct config zero;

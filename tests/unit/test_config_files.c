@@ -37,16 +37,7 @@ static void test_shipped_config(void **state)
 	assert_int_equal(load("config/cpumond.conf", &cfg, &errs), 0);
 	assert_string_equal(errs, "");
 	assert_string_equal(cfg.path, "config/cpumond.conf");
-	assert_int_equal(cfg.interval_ms, 3000);
-	assert_int_equal(cfg.threshold, 800);
-	assert_int_equal(cfg.consecutive, 1);
-	assert_int_equal(cfg.cooldown_ms, 60000);
-	assert_string_equal(cfg.database, CONFIG_DEFAULT_DATABASE);
-	assert_int_equal(cfg.max_frames, 64);
-	assert_int_equal(cfg.sample_interval_ms, 50);
-	assert_int_equal(cfg.episode_samples, 20);
-	assert_int_equal(cfg.max_dumps_per_second, 100);
-	assert_true(cfg.history_threads == 10 && cfg.history_floor == 100);
+	assert_daemon_defaults(&cfg);
 	assert_null(cfg.report_ignore);
 	assert_int_equal(cfg.nwatches, 1);
 	assert_string_equal(cfg.watches[0].name, "all");
